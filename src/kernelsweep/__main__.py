@@ -1,0 +1,5 @@
+import sys
+
+from kernelsweep.cli import main
+
+sys.exit(main())

@@ -1,0 +1,107 @@
+"""Speedup, its noise-aware interval, 'faster' and fast_p: one definition each,
+used by the evaluator (per candidate) and the report (per table).
+
+speedup      = median(reference times) / median(candidate times)
+speedup_ci   = percentile bootstrap 95% interval of that ratio, resampling each
+               side's timing samples independently
+verdict      = 'faster' if the interval lies above 1, 'slower' if below, else 'tie'
+fast_p       = correct AND custom kernel launched AND speedup_ci low end > p
+               (for p = 1 this is exactly 'faster'; p = 0 is 'correct kernel')
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+BOOTSTRAP_RESAMPLES = 2000
+CONFIDENCE = 0.95
+BOOTSTRAP_SEED = 20241129  # fixed: the same samples always give the same interval
+
+
+def summarize(samples_ms: Sequence[float]) -> dict[str, Any]:
+    """Median, mean, std, min, max and n of timing samples (milliseconds)."""
+    a = np.asarray(samples_ms, dtype=float)
+    if a.size == 0:
+        return {"median": None, "mean": None, "std": None, "min": None, "max": None, "n": 0}
+    return {
+        "median": float(np.median(a)),
+        "mean": float(a.mean()),
+        "std": float(a.std(ddof=1)) if a.size > 1 else 0.0,
+        "min": float(a.min()),
+        "max": float(a.max()),
+        "n": int(a.size),
+    }
+
+
+def speedup(reference_ms: Sequence[float], candidate_ms: Sequence[float]) -> float | None:
+    if len(reference_ms) == 0 or len(candidate_ms) == 0:
+        return None
+    cand = float(np.median(candidate_ms))
+    if cand <= 0 or not math.isfinite(cand):
+        return None
+    return float(np.median(reference_ms)) / cand
+
+
+def speedup_interval(reference_ms: Sequence[float], candidate_ms: Sequence[float],
+                     resamples: int = BOOTSTRAP_RESAMPLES, confidence: float = CONFIDENCE
+                     ) -> tuple[float, float] | None:
+    """Bootstrap interval of median(ref)/median(cand)."""
+    ref = np.asarray(reference_ms, dtype=float)
+    cand = np.asarray(candidate_ms, dtype=float)
+    if ref.size < 2 or cand.size < 2:
+        return None
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    ref_med = np.median(rng.choice(ref, size=(resamples, ref.size), replace=True), axis=1)
+    cand_med = np.median(rng.choice(cand, size=(resamples, cand.size), replace=True), axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = ref_med / cand_med
+    ratios = ratios[np.isfinite(ratios)]
+    if ratios.size == 0:
+        return None
+    alpha = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(ratios, [alpha, 1.0 - alpha])
+    return float(lo), float(hi)
+
+
+def timing_verdict(interval: tuple[float, float] | None) -> str | None:
+    """'faster', 'slower' or 'tie' from the speedup interval; never from rounding."""
+    if interval is None:
+        return None
+    lo, hi = interval
+    if lo > 1.0:
+        return "faster"
+    if hi < 1.0:
+        return "slower"
+    return "tie"
+
+
+def compare_timings(reference_ms: Sequence[float], candidate_ms: Sequence[float]) -> dict[str, Any]:
+    """Everything the evaluator and the report record about one comparison."""
+    interval = speedup_interval(reference_ms, candidate_ms)
+    verdict = timing_verdict(interval)
+    return {
+        "speedup": speedup(reference_ms, candidate_ms),
+        "speedup_ci": list(interval) if interval else None,
+        "verdict": verdict,
+        "faster": None if verdict is None else verdict == "faster",
+    }
+
+
+def is_fast_p(result: Mapping[str, Any], p: float, interval_key: str = "speedup_ci") -> bool:
+    """fast_p membership of one evaluated candidate (see module docstring)."""
+    if not (result.get("correct") and result.get("custom_kernel")):
+        return False
+    interval = result.get(interval_key)
+    if not interval:
+        return False
+    return float(interval[0]) > p
+
+
+def geometric_mean(values: Sequence[float]) -> float | None:
+    vals = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    if not vals:
+        return None
+    return float(math.exp(sum(math.log(v) for v in vals) / len(vals)))
