@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "generate": ("kernelsweep.stages.generate", "sample one model call of the study matrix"),
     "prompt": ("kernelsweep.stages.prompt", "build the prompt of one turn"),
     "select": ("kernelsweep.stages.select", "select the best candidate so far"),
+    "final": ("kernelsweep.stages.final", "write the final record of one study cell"),
     "report": ("kernelsweep.report.cli", "aggregate raw results into tables, figures and REPORT.md"),
 }
 

@@ -1,0 +1,23 @@
+# kernelsweep: model × method × task × sample, every cell its own files.
+# Thin on purpose: the logic lives in src/kernelsweep, the stages in workflow/rules.
+from snakemake.utils import min_version
+
+min_version("9.20")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/tasks.smk"
+include: "workflow/rules/models.smk"
+include: "workflow/rules/reference.smk"
+include: "workflow/rules/strategies.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        REPORT_OUTPUTS,
+    default_target: True

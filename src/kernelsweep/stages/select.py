@@ -1,0 +1,82 @@
+"""`kernelsweep select`: the best candidate so far, monotone across turns.
+
+The previous turn's best is considered first, so a tie keeps the earlier turn and
+a later broken turn can never displace an earlier working one
+(kernelsweep.verdict.selection_key is the one ordering)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernelsweep.fileio import read_json, write_json
+from kernelsweep.verdict import CATEGORIES, SUCCESS_CATEGORIES, best_of
+
+GOALS = {
+    "correct": lambda r: r.get("category") in SUCCESS_CATEGORIES,
+    "faster": lambda r: r.get("category") == "correct_faster",
+    "none": lambda r: False,
+}
+
+
+def _turn_and_cand(eval_path: str) -> tuple[int, int]:
+    parts = eval_path.replace("\\", "/").split("/")
+    return int(parts[-3].lstrip("t")), int(parts[-2].lstrip("c"))
+
+
+def select(turn: int, eval_paths: list[str], previous: dict[str, Any] | None, goal: str, last: bool) -> dict[str, Any]:
+    evaluated = [(p, read_json(p)) for p in eval_paths]
+    # Records that are not evaluations (stopped turn, failed model call) take no part.
+    contenders: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    if previous and previous.get("best"):
+        contenders.append((previous["best"], previous["best_eval"]))
+    for path, result in evaluated:
+        if result.get("category") in CATEGORIES:
+            t, c = _turn_and_cand(path)
+            contenders.append(({"turn": t, "cand": c, "eval_path": path}, result))
+    index = best_of([r for _, r in contenders])
+    best, best_eval = (contenders[index] if index is not None else (None, None))
+
+    this_turn = [(p, r) for p, r in evaluated if r.get("category") in CATEGORIES]
+    turn_index = best_of([r for _, r in this_turn])
+    turn_best = _turn_and_cand(this_turn[turn_index][0])[1] if turn_index is not None else None
+
+    stopped_turn = all(r.get("category") == "stopped" for _, r in evaluated)
+    if previous and previous.get("stop"):
+        stop, reason = True, previous.get("stop_reason")
+    elif best_eval is not None and GOALS[goal](best_eval):
+        stop, reason = True, f"goal '{goal}' met at turn {best['turn']}"
+    elif last:
+        stop, reason = True, "last turn"
+    else:
+        stop, reason = False, None
+    return {
+        "schema": "kernelsweep/select/1",
+        "turn": turn,
+        "goal": goal,
+        "best": best,
+        "best_eval": best_eval,
+        "turn_best": turn_best,
+        "turn_stopped": stopped_turn,
+        "last_eval": evaluated[-1][1] if evaluated else None,
+        "stop": stop,
+        "stop_reason": reason,
+    }
+
+
+def configure(parser) -> None:
+    parser.add_argument("--turn", type=int, required=True)
+    parser.add_argument("--evals", nargs="+", required=True, help="this turn's eval.json files, in candidate order")
+    parser.add_argument("--previous", help="the previous turn's select.json")
+    parser.add_argument("--goal", choices=sorted(GOALS), default="faster")
+    parser.add_argument("--last", action="store_true", help="this is the method's last turn")
+    parser.add_argument("--out", required=True)
+
+
+def main(args) -> int:
+    previous = read_json(args.previous) if args.previous else None
+    record = select(args.turn, args.evals, previous, args.goal, args.last)
+    write_json(args.out, record)
+    best = record["best"]
+    print(f"{args.out}: best={best and (best['turn'], best['cand'])} "
+          f"category={record['best_eval'] and record['best_eval']['category']} stop={record['stop']}")
+    return 0

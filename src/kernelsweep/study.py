@@ -1,0 +1,150 @@
+"""The study configuration: validation against workflow/schemas/config.schema.yaml,
+method presets, and the matrix (model × method × task × sample, with turns and
+candidates inside a method). Imported by the Snakefile and by the stages; it
+never imports torch, so planning stays fast."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+# Each strategy is a preset of flags on the one code path (kernelsweep.strategies).
+# A method's own keys override these; ablations are methods with one flag flipped.
+STRATEGY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "zero_shot": {"turns": 1, "n": 1, "profile": False, "competence_rule": False,
+                  "analyzer": False, "researcher": False, "feedback": False},
+    "guided": {"turns": 1, "n": 1, "profile": True, "competence_rule": True,
+               "analyzer": False, "researcher": False, "feedback": False},
+    "iterative": {"turns": 3, "n": 1, "profile": False, "competence_rule": False,
+                  "analyzer": False, "researcher": False, "feedback": False},
+    "agentic": {"turns": 3, "n": 4, "temperature": 0.7, "profile": False, "competence_rule": True,
+                "analyzer": True, "researcher": True, "feedback": True},
+}
+METHOD_DEFAULTS: dict[str, Any] = {"temperature": None, "max_tokens": None, "goal": "faster", "retrieval_k": 6}
+
+
+class ConfigError(ValueError):
+    """A configuration problem, phrased for the user (names the key and the allowed values)."""
+
+
+def _key_path(error) -> str:
+    parts = [str(p) for p in error.absolute_path]
+    return ".".join(parts) if parts else "(top level)"
+
+
+def _describe(error) -> str:
+    where = _key_path(error)
+    validator, schema = error.validator, error.schema
+    if validator == "enum":
+        return f"config key '{where}': {error.instance!r} is not allowed; allowed values: {', '.join(map(repr, schema['enum']))}"
+    if validator == "required":
+        return f"config key '{where}': {error.message}"
+    if validator == "additionalProperties":
+        allowed = ", ".join(sorted(schema.get("properties", {})))
+        return f"config key '{where}': {error.message}; allowed keys: {allowed}"
+    if validator in ("type", "minimum", "maximum", "exclusiveMinimum", "minItems", "minProperties", "pattern", "oneOf"):
+        hint = f" ({schema['description']})" if isinstance(schema, dict) and "description" in schema else ""
+        return f"config key '{where}': {error.message}{hint}"
+    return f"config key '{where}': {error.message}"
+
+
+def _apply_defaults(instance: Any, schema: Mapping[str, Any], root: Mapping[str, Any]) -> None:
+    """Fill schema defaults into objects (what snakemake.utils.validate(set_default=True) does,
+    but also through $ref so method and model entries get theirs)."""
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        schema = root["$defs"][name]
+    if not isinstance(instance, dict):
+        return
+    for key, sub in schema.get("properties", {}).items():
+        if key not in instance and "default" in sub:
+            instance[key] = copy.deepcopy(sub["default"])
+        if key in instance:
+            _apply_defaults(instance[key], sub, root)
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict):
+        for key, value in instance.items():
+            if key not in schema.get("properties", {}):
+                _apply_defaults(value, extra, root)
+
+
+def load_schema() -> dict[str, Any]:
+    with open(SCHEMA_PATH, encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate and return a copy with defaults filled in and methods resolved.
+    Raises ConfigError listing every problem, each naming its key."""
+    import jsonschema
+
+    schema = load_schema()
+    config = copy.deepcopy(dict(config))
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        lines = [_describe(e) for e in errors]
+        raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(dict.fromkeys(lines)))
+    _apply_defaults(config, schema, schema)
+    config["methods"] = {name: resolve_method(name, spec) for name, spec in config["methods"].items()}
+    return config
+
+
+def resolve_method(name: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A method's flags: strategy preset, then generic defaults, then the method's own keys."""
+    return {**METHOD_DEFAULTS, **STRATEGY_DEFAULTS[spec["strategy"]], **spec}
+
+
+@dataclass(frozen=True)
+class Study:
+    """The resolved configuration plus the matrix it spans."""
+
+    config: dict[str, Any]
+    task_ids: tuple[str, ...]
+
+    @property
+    def results(self) -> str:
+        return self.config["results"].rstrip("/")
+
+    @property
+    def device(self) -> str:
+        return self.config["device"]
+
+    @property
+    def models(self) -> list[str]:
+        return list(self.config["models"])
+
+    @property
+    def methods(self) -> dict[str, dict[str, Any]]:
+        return self.config["methods"]
+
+    @property
+    def samples(self) -> int:
+        return int(self.config["samples"])
+
+    def cells(self) -> list[dict[str, Any]]:
+        return [
+            {"model": m, "method": meth, "task": t, "sample": s}
+            for m in self.models for meth in self.methods for t in self.task_ids for s in range(self.samples)
+        ]
+
+    def build_cache(self) -> str:
+        return self.config.get("build_cache") or f"{self.results}/build"
+
+
+def load_study(config: Mapping[str, Any], repo_root: Path | str = REPO_ROOT) -> Study:
+    """Validate the config and plan the task ids (no network)."""
+    from kernelsweep.tasks import plan_task_ids
+
+    resolved = validate_config(config)
+    task_ids = tuple(plan_task_ids(resolved["tasks"], Path(repo_root)))
+    if not task_ids:
+        raise ConfigError("config key 'tasks': the selection matches no task")
+    return Study(config=resolved, task_ids=task_ids)
