@@ -1,0 +1,348 @@
+"""Timing slots: one device per timing job, claimed with exclusive file locks.
+
+Snakemake's `--resources gpu=N` caps how many GPU jobs run at once but does not
+say *which* GPU each one gets. Every evaluate/profile/baseline job therefore runs
+through `python -m kernelsweep.gpu_slots run -- CMD ...`, which claims a free
+device with `flock` on `<slots_dir>/gpu<device>.lock`, points the child at it
+with CUDA_VISIBLE_DEVICES and releases it when the job ends. Two timing jobs
+never share a device; on the `cpu` device there is a single `cpu` slot, so CPU
+timings never run side by side either.
+
+A lock belongs to the open file, which the child inherits: the slot stays taken
+while the wrapper *or* the command (or anything it left running) is alive, and
+the kernel frees it when the last of them exits, even after SIGKILL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import fcntl
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ENV_SLOTS_DIR = "KERNELSWEEP_GPU_SLOTS_DIR"
+ENV_GPUS = "KERNELSWEEP_GPUS"  # slot count override: an integer, or "cpu"
+ENV_SLOT = "KERNELSWEEP_GPU_SLOT"  # set for the child: the device it was given
+CPU_DEVICE = "cpu"
+DEFAULT_TIMEOUT_S = 6 * 3600.0
+EXIT_NO_SLOT = 75  # EX_TEMPFAIL: no slot within the timeout
+EXIT_USAGE = 2
+
+
+class SlotError(RuntimeError):
+    """A user-facing failure: the message says what went wrong and what to do;
+    `exit_code` is what the wrapper exits with."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str, exit_code: int | None = None):
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class SlotTimeout(SlotError):
+    """Every slot stayed held for the whole timeout."""
+
+    exit_code = EXIT_NO_SLOT
+
+
+@dataclass
+class SlotClaim:
+    """A held slot. `device` is what CUDA_VISIBLE_DEVICES gets, or "cpu"."""
+
+    index: int
+    device: str
+    path: Path
+    fd: int
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.device != CPU_DEVICE
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)  # closing the last reference drops the flock
+            self.fd = -1
+
+    def __enter__(self) -> "SlotClaim":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _parse_gpus(value: str | int, origin: str) -> int | str:
+    """An integer >= 0, or "cpu" (0 means cpu too)."""
+    text = str(value).strip().lower()
+    if text == CPU_DEVICE:
+        return CPU_DEVICE
+    try:
+        count = int(text)
+    except ValueError:
+        raise SlotError(f"{origin}: expected a GPU count or 'cpu', got {value!r}") from None
+    if count < 0:
+        raise SlotError(f"{origin}: GPU count must be >= 0, got {count}")
+    return CPU_DEVICE if count == 0 else count
+
+
+def visible_devices_list() -> list[str] | None:
+    """The entries of CUDA_VISIBLE_DEVICES, or None when it is unset."""
+    value = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return None
+    return [entry.strip() for entry in value.split(",") if entry.strip()]
+
+
+def detect_gpu_count() -> int:
+    """GPUs this process may use. nvidia-smi is asked before torch because it
+    answers without importing torch (seconds per job); torch covers ROCm."""
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+            if out.returncode == 0:
+                return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    try:
+        import torch
+
+        return int(torch.cuda.device_count())
+    except Exception:  # torch missing or a broken driver: no usable GPU
+        return 0
+
+
+def slot_devices(gpus: str | int | None = None) -> list[str]:
+    """The device behind each slot, in slot order.
+
+    `gpus` (else $KERNELSWEEP_GPUS) gives the count, or "cpu"/0 for one CPU slot.
+    When CUDA_VISIBLE_DEVICES is already set (SLURM does), slot i is its i-th
+    entry; otherwise slot i is GPU i. With no count given and no GPU found, the
+    single CPU slot is used, so timings are still serialised.
+    """
+    requested: int | str | None = None
+    if gpus is not None:
+        requested = _parse_gpus(gpus, "--gpus")
+    elif os.environ.get(ENV_GPUS, "").strip():
+        requested = _parse_gpus(os.environ[ENV_GPUS], ENV_GPUS)
+    if requested == CPU_DEVICE:
+        return [CPU_DEVICE]
+
+    visible = visible_devices_list()
+    if requested is None:
+        if visible is not None:
+            return visible or [CPU_DEVICE]
+        count = detect_gpu_count()
+        return [str(i) for i in range(count)] if count else [CPU_DEVICE]
+    if visible is not None:
+        if requested > len(visible):
+            raise SlotError(
+                f"{requested} GPU slots requested but CUDA_VISIBLE_DEVICES="
+                f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r} lists only {len(visible)} "
+                "device(s); lower --gpus or widen CUDA_VISIBLE_DEVICES"
+            )
+        return visible[:requested]
+    return [str(i) for i in range(requested)]
+
+
+def resolve_slots_dir(slots_dir: str | os.PathLike | None = None, results: str | os.PathLike = "results") -> Path:
+    """--slots-dir, else $KERNELSWEEP_GPU_SLOTS_DIR, else <results>/.gpu-slots.
+
+    Inside a SLURM job the devices belong to that allocation alone, so slots are
+    scoped to it: a node-local folder by default (flock is unreliable on some
+    shared filesystems) and always a per-job subfolder, so jobs on other nodes,
+    whose "GPU 0" is another card, never wait for each other.
+    """
+    slurm_job = os.environ.get("SLURM_JOB_ID")
+    if slots_dir:
+        base = Path(slots_dir)
+    elif os.environ.get(ENV_SLOTS_DIR):
+        base = Path(os.environ[ENV_SLOTS_DIR])
+    elif slurm_job:
+        base = Path(os.environ.get("TMPDIR") or "/tmp") / "kernelsweep-gpu-slots"
+    else:
+        base = Path(results) / ".gpu-slots"
+    if slurm_job:
+        base = base / f"slurm-{slurm_job}"
+    return base
+
+
+def lock_path(slots_dir: Path, device: str) -> Path:
+    if device == CPU_DEVICE:
+        return slots_dir / "cpu.lock"
+    # Named after the device it guards (an index, a GPU-/MIG- UUID), so two
+    # studies whose device lists overlap still exclude each other.
+    return slots_dir / f"gpu{re.sub(r'[^A-Za-z0-9_.-]', '_', device)}.lock"
+
+
+def _try_lock(path: Path) -> int | None:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return None
+        raise SlotError(
+            f"cannot lock {path}: {exc.strerror} (the filesystem may not support flock; "
+            f"put the slots on a local disk with --slots-dir or ${ENV_SLOTS_DIR})"
+        ) from exc
+    return fd
+
+
+def _record_holder(fd: int, device: str, label: str) -> None:
+    """Write who holds the slot into the lock file, for error messages."""
+    since = time.strftime("%Y-%m-%dT%H:%M:%S")
+    note = f"pid={os.getpid()} host={socket.gethostname()} device={device} since={since} {label}".rstrip() + "\n"
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, note.encode(), 0)
+
+
+def _holders(paths: list[Path]) -> str:
+    notes = []
+    for path in paths:
+        try:
+            notes.append(f"  {path.name}: {path.read_text().strip() or '(no holder note)'}")
+        except OSError:
+            notes.append(f"  {path.name}: (unreadable)")
+    return "\n".join(notes)
+
+
+def claim_slot(
+    slots_dir: str | os.PathLike,
+    devices: list[str],
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    label: str = "",
+) -> SlotClaim:
+    """Claim one free slot: a non-blocking try on each, then keep retrying
+    (every <= 0.25 s) until `timeout` seconds (None: forever). `label` goes
+    into the holder note. Raises SlotTimeout, or SlotError for other failures."""
+    if not devices:
+        raise SlotError("no slots to claim (empty device list)")
+    slots_dir = Path(slots_dir)
+    try:
+        slots_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SlotError(f"cannot create the slots folder {slots_dir}: {exc.strerror}") from exc
+    paths = [lock_path(slots_dir, device) for device in devices]
+    deadline = None if timeout is None else time.monotonic() + timeout
+    delay = 0.02
+    while True:
+        for index, (device, path) in enumerate(zip(devices, paths)):
+            try:
+                fd = _try_lock(path)
+            except PermissionError as exc:
+                raise SlotError(f"cannot open {path}: permission denied") from exc
+            if fd is not None:
+                _record_holder(fd, device, label)
+                return SlotClaim(index=index, device=device, path=path, fd=fd)
+        if deadline is not None and time.monotonic() >= deadline:
+            raise SlotTimeout(
+                f"no free slot in {slots_dir} after {timeout:g} s; all {len(devices)} "
+                f"slot(s) are held:\n{_holders(paths)}\n"
+                "Raise --timeout, or check for a stuck evaluation holding a device."
+            )
+        time.sleep(delay if deadline is None else max(0.0, min(delay, deadline - time.monotonic())))
+        delay = min(delay * 2, 0.25)
+
+
+def child_env(claim: SlotClaim, base: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    if claim.is_gpu:
+        env["CUDA_VISIBLE_DEVICES"] = claim.device
+    env[ENV_SLOT] = claim.device
+    return env
+
+
+def run_with_slot(
+    command: list[str],
+    *,
+    slots_dir: str | os.PathLike | None = None,
+    results: str | os.PathLike = "results",
+    gpus: str | int | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+) -> int:
+    """Claim a slot, run `command` on it, return its exit code (128+N when a
+    signal N ended it, as a shell would). SIGTERM/SIGINT go on to the command."""
+    if not command:
+        raise SlotError("no command given; usage: python -m kernelsweep.gpu_slots run [options] -- CMD ARGS...")
+    devices = slot_devices(gpus)
+    directory = resolve_slots_dir(slots_dir, results)
+    with claim_slot(directory, devices, timeout, label=f"cmd={' '.join(command)[:200]}") as claim:
+        child: subprocess.Popen | None = None
+        pending: list[int] = []  # signals that arrived before the child existed
+
+        def forward(signum, _frame):
+            if child is None:
+                pending.append(signum)
+            elif child.poll() is None:
+                child.send_signal(signum)
+
+        previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            try:
+                # pass_fds: the child holds the lock too (see the module docstring).
+                child = subprocess.Popen(command, env=child_env(claim), pass_fds=(claim.fd,))
+            except FileNotFoundError:
+                raise SlotError(f"command not found: {command[0]}", exit_code=127) from None
+            except PermissionError:
+                raise SlotError(f"command not executable: {command[0]}", exit_code=126) from None
+            for signum in pending:
+                child.send_signal(signum)
+            returncode = child.wait()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    return 128 + -returncode if returncode < 0 else returncode
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    run = sub.add_parser("run", help="run a command on a claimed GPU (or CPU) slot")
+    run.add_argument("--slots-dir", help=f"lock folder (default: ${ENV_SLOTS_DIR} or <results>/.gpu-slots)")
+    run.add_argument("--results", default="results", help="results folder, for the default slots dir")
+    run.add_argument(
+        "--gpus",
+        help=f"number of GPU slots, or 'cpu'/0 for one CPU slot (default: ${ENV_GPUS}, "
+        "CUDA_VISIBLE_DEVICES, or the GPUs found)",
+    )
+    run.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT_S,
+        help=f"seconds to wait for a free slot (default {DEFAULT_TIMEOUT_S:g}; <0: forever)",
+    )
+    run.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
+
+
+def main(args: argparse.Namespace) -> int:
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    try:
+        return run_with_slot(
+            command,
+            slots_dir=args.slots_dir,
+            results=args.results,
+            gpus=args.gpus,
+            timeout=None if args.timeout < 0 else args.timeout,
+        )
+    except SlotError as exc:
+        print(f"gpu_slots: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 128 + signal.SIGINT
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m kernelsweep.gpu_slots", description=__doc__.splitlines()[0])
+    configure(parser)
+    sys.exit(main(parser.parse_args()))
