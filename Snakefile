@@ -5,7 +5,11 @@ from snakemake.utils import min_version
 min_version("9.20")
 
 
-configfile: "config/config.yaml"
+# The embedded demo by default; `--configfile FILE` replaces it (not merged into it,
+# so the reference study never inherits the demo's models or methods).
+if not config:
+
+    configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"

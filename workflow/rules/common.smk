@@ -11,11 +11,11 @@ if str(_SRC) not in sys.path:  # a plain checkout works without `pip install -e 
     sys.path.insert(0, str(_SRC))
 
 from kernelsweep.study import ConfigError, load_study  # noqa: E402
-from kernelsweep.tasks import TaskSourceError  # noqa: E402
+from kernelsweep.tasks import TaskError  # noqa: E402
 
 try:
     STUDY = load_study(config, workflow.basedir)
-except (ConfigError, TaskSourceError) as error:
+except (ConfigError, TaskError) as error:
     raise WorkflowError(str(error)) from None
 
 RES = STUDY.results
@@ -36,7 +36,11 @@ TIMING_RESOURCE = {"gpu": 1} if DEVICE == "cuda" else {"cpu_timer": 1}
 CELL = RES + "/runs/{model}/{method}/{task}/s{sample}"
 TURN = CELL + "/t{turn}"
 CAND = TURN + "/c{cand}"
-CELL_LOG = RES + "/logs/{rule}/{model}/{method}/{task}/s{sample}"
+
+
+def cell_log(stage, suffix):
+    """Log path of a per-cell job: {results}/logs/{stage}/{model}/{method}/{task}/s{sample}/{suffix}."""
+    return f"{RES}/logs/{stage}/" + "{model}/{method}/{task}/s{sample}/" + suffix
 
 
 def _alternatives(names):

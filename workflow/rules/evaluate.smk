@@ -10,7 +10,7 @@ rule compile:
     output:
         CAND + "/build.json",
     log:
-        CELL_LOG + "/t{turn}/c{cand}.compile.log",
+        cell_log("compile", "t{turn}/c{cand}.log"),
     benchmark:
         CAND + "/compile.benchmark.tsv"
     params:
@@ -32,7 +32,7 @@ rule evaluate:
     output:
         CAND + "/eval.json",
     log:
-        CELL_LOG + "/t{turn}/c{cand}.evaluate.log",
+        cell_log("evaluate", "t{turn}/c{cand}.log"),
     benchmark:
         CAND + "/evaluate.benchmark.tsv"
     params:

@@ -52,7 +52,7 @@ rule prompt:
     output:
         TURN + "/prompt.json",
     log:
-        CELL_LOG + "/t{turn}.log",
+        cell_log("prompt", "t{turn}.log"),
     params:
         spec=lambda w: prompt_spec(w, "generator"),
         inputs=lambda w, input: as_json(dict(input.items())),
@@ -74,7 +74,7 @@ for _n in sorted({m["n"] for m in METHODS.values()}):
         output:
             [CAND.replace("{cand}", str(c)) + f for c in range(_n) for f in ("/response.json", "/candidate.py")],
         log:
-            CELL_LOG + "/t{turn}.log",
+            cell_log("generate", "t{turn}.log"),
         benchmark:
             CELL + "/t{turn}/generate.benchmark.tsv"
         wildcard_constraints:
@@ -143,7 +143,7 @@ rule select:
     output:
         TURN + "/select.json",
     log:
-        CELL_LOG + "/t{turn}.select.log",
+        cell_log("select", "t{turn}.log"),
     params:
         previous=lambda w, input: f"--previous {input.previous}" if "previous" in input.keys() else "",
         goal=lambda w: method_of(w)["goal"],
@@ -181,7 +181,7 @@ rule final:
     output:
         CELL + "/final.json",
     log:
-        CELL_LOG + "/final.log",
+        cell_log("final", "final.log"),
     localrule: True
     shell:
         "{KS} final --cell {wildcards.model}/{wildcards.method}/{wildcards.task}/{wildcards.sample} "
