@@ -1,0 +1,58 @@
+"""Write one task file, `{results}/tasks/{task}.json` (layout: docs/results.md)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+from kernelsweep.fileio import sha256_text, write_json
+from kernelsweep.tasks.errors import TaskConfigError
+from kernelsweep.tasks.ids import parse_task_id
+from kernelsweep.tasks.problem import Problem
+from kernelsweep.tasks.selection import Selection, parse_selection
+from kernelsweep.tasks.validate import DEFAULT_MAX_NUMEL, DEFAULT_TIMEOUT_S, validate_reference
+
+
+def load_problem(sel: Selection, task_id: str) -> Problem:
+    """The selected task's reference, read from its source (for a hub source
+    this is the call that may contact the Hub)."""
+    level, problem_id = parse_task_id(task_id)
+    if sel.levels is not None and level not in sel.levels:
+        raise TaskConfigError(f"{task_id}: level {level} is not in the selection (tasks.levels {list(sel.levels)})")
+    problem = sel.make_source().problem(level, problem_id)
+    if not sel.matches(level, problem_id, problem.name):
+        raise TaskConfigError(f"{task_id} ({problem.name}) is not in the tasks selection (ids / names)")
+    return problem
+
+
+def task_record(problem: Problem, validation: dict | None) -> dict[str, Any]:
+    return {
+        "id": problem.task_id,
+        "level": problem.level,
+        "problem_id": problem.problem_id,
+        "name": problem.name,
+        "code": problem.code,
+        "sha256": sha256_text(problem.code),
+        "source": dict(problem.source),
+        "validation": validation,
+    }
+
+
+def materialize(selection: Mapping[str, Any], task_id: str, out_path: str | os.PathLike, *,
+                repo_root: str | os.PathLike = ".", validate: bool = True, device: str = "cpu",
+                forward: str = "auto", max_numel: int = DEFAULT_MAX_NUMEL,
+                timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+    """Read, validate and write one task; return the record written.
+
+    Raises TaskConfigError / TaskSourceError (bad selection, source missing or
+    unreachable) and TaskInvalidError (the reference fails validation); nothing
+    is written then."""
+    problem = load_problem(parse_selection(selection, repo_root), task_id)
+    validation = (
+        validate_reference(problem.code, task_id, device=device, forward=forward,
+                           max_numel=max_numel, timeout_s=timeout_s)
+        if validate else None
+    )
+    record = task_record(problem, validation)
+    write_json(out_path, record)
+    return record

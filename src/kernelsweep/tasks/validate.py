@@ -1,0 +1,137 @@
+"""Validate a reference module in a child process with a hard timeout:
+reference code is third-party code, so it never runs in our process.
+
+A reference is invalid when it does not import, lacks Model / get_inputs /
+get_init_inputs, or raises while building inputs, constructing the model or
+running forward. On the CPU with `forward="auto"` the forward check runs only
+when inputs and parameters are small (sized on the meta device, without
+allocating); otherwise it is skipped and the record says why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from kernelsweep.tasks.errors import TaskConfigError, TaskInvalidError
+
+CHILD = Path(__file__).with_name("check_child.py")
+FORWARD_MODES = ("auto", "always", "never")
+# 2**24 elements (64 MiB of float32) in inputs + parameters: KernelBench's big
+# level-1 problems sit far above, the demo tasks far below.
+DEFAULT_MAX_NUMEL = 1 << 24
+DEFAULT_TIMEOUT_S = 180.0
+
+
+def validate_reference(code: str, task_id: str, *, device: str = "cpu", forward: str = "auto",
+                       max_numel: int = DEFAULT_MAX_NUMEL, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
+    """Check one reference; return its validation record or raise TaskInvalidError.
+
+    Record: `device`, `forward` (`ran`|`skipped`), `skip_reason`, `forward_ms`
+    (median of a few warm calls, a rough figure), `input_numel`, `param_numel`, `output_shapes`, `warnings`."""
+    if forward not in FORWARD_MODES:
+        raise TaskConfigError(f"forward check mode must be one of {FORWARD_MODES}, got {forward!r}")
+    with tempfile.TemporaryDirectory(prefix="kernelsweep-validate-") as tmp:
+        reference = Path(tmp) / "reference.py"
+        reference.write_text(code, encoding="utf-8")
+        result_file = Path(tmp) / "result.json"
+        returncode, timed_out, stderr = _run_child(
+            [sys.executable, "-P", str(CHILD), str(reference), str(result_file), device, forward, str(max_numel)],
+            cwd=tmp, env=_child_env(device), timeout_s=timeout_s,
+        )
+        state = _read_state(result_file)
+
+    stage = state.get("stage", "start")
+    if timed_out:
+        if stage == "forward" and forward == "auto":
+            # Slow is not broken: the evaluator times it on the right device.
+            state.update(ok=True, forward="skipped",
+                         skip_reason=f"forward did not finish within {timeout_s:g} s on {device}")
+        else:
+            raise TaskInvalidError(task_id, f"timed out after {timeout_s:g} s during {_STAGES.get(stage, stage)}")
+    elif state.get("ok") is None:
+        raise TaskInvalidError(task_id, f"the check process died during {_STAGES.get(stage, stage)} "
+                                        f"({_exit_text(returncode)}){_tail(stderr)}")
+    if state.get("environment_error"):
+        raise TaskConfigError(f"{task_id}: cannot validate: {state['reason']}")
+    if not state["ok"]:
+        raise TaskInvalidError(task_id, state["reason"])
+    return {
+        "device": device,
+        "forward": state["forward"],
+        "skip_reason": state["skip_reason"],
+        "forward_ms": state["forward_ms"],
+        "input_numel": state["input_numel"],
+        "param_numel": state["param_numel"],
+        "output_shapes": state["output_shapes"],
+        "warnings": state["warnings"],
+    }
+
+
+_STAGES = {
+    "start": "start-up",
+    "environment": "start-up (importing torch)",
+    "import": "import of the reference",
+    "interface": "the interface check",
+    "init_inputs": "get_init_inputs()",
+    "sizing": "sizing inputs on the meta device",
+    "construct": "model construction / get_inputs()",
+    "forward": "forward",
+}
+
+
+def _child_env(device: str) -> dict[str, str]:
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU check must not touch (or wait for) a GPU
+    return env
+
+
+def _run_child(cmd: list[str], *, cwd: str, env: dict, timeout_s: float) -> tuple[int | None, bool, str]:
+    """Run in its own session so a timeout kills the child and anything it spawned."""
+    stderr_path = Path(cwd) / "stderr.txt"
+    with open(stderr_path, "wb") as stderr:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
+        try:
+            returncode, timed_out = proc.wait(timeout=timeout_s), False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            _kill_group(proc)
+        if timed_out:
+            returncode = proc.wait()
+    return returncode, timed_out, stderr_path.read_text(encoding="utf-8", errors="replace")
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _read_state(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _exit_text(returncode: int | None) -> str:
+    if returncode is not None and returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit status {returncode}"
+
+
+def _tail(stderr: str, lines: int = 5) -> str:
+    text = "\n".join(stderr.strip().splitlines()[-lines:])
+    return f":\n{text}" if text else ""
