@@ -1,0 +1,145 @@
+"""`kernelsweep profile`: torch.profiler, FLOP and byte counts and a roofline
+verdict for a KernelBench reference, for guided prompts.
+
+    kernelsweep profile REFERENCE.py --device cpu|cuda [--precision fp32]
+                        [--out FILE] [--timeout S] [--peak-flops F --peak-bandwidth B]
+
+The reference runs in a child process (kernelsweep.profiling.child) that is
+killed at the timeout. The record is written even when profiling fails
+(status "error", with the phase, message and log tail); the exit status is
+then 1. Python API: profile_reference(...) -> dict, render_for_prompt(dict) -> str.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from kernelsweep.fileio import dumps, sha256_file, write_json
+from kernelsweep.profiling.record import SCHEMA
+from kernelsweep.profiling.render import render_for_prompt
+
+__all__ = ["SCHEMA", "profile_reference", "render_for_prompt", "configure", "main"]
+
+DEVICES = ("cpu", "cuda")
+PRECISIONS = ("fp32", "fp16", "bf16")
+DEFAULT_TIMEOUT_S = 300.0
+
+
+def _child_env() -> dict[str, str]:
+    # The child must import this same kernelsweep, installed or not.
+    src = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _exit_description(returncode: int | None) -> str:
+    if returncode is not None and returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        hint = " (SIGKILL from outside often means out of memory)" if name == "SIGKILL" else ""
+        return f"was killed by {name}{hint}"
+    return f"exited with code {returncode}"
+
+
+def profile_reference(reference: str | os.PathLike, device: str, precision: str = "fp32",
+                      timeout_s: float = DEFAULT_TIMEOUT_S, warmup: int = 3, iters: int = 10, seed: int = 0,
+                      task: str | None = None, peak_flops: float | None = None,
+                      peak_bandwidth: float | None = None) -> dict[str, Any]:
+    """Profile a KernelBench reference file; returns the profile record (see
+    kernelsweep.profiling.record). Raises ValueError for bad arguments; a
+    reference that fails, hangs or crashes gives a record with status 'error'."""
+    from kernelsweep.profiling import record
+    from kernelsweep.profiling.runner import run_with_timeout
+
+    path = Path(reference)
+    if not path.is_file():
+        raise ValueError(f"reference file not found: {path}")
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {device!r}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    if iters < 1 or warmup < 0 or not timeout_s > 0:
+        raise ValueError("need iters >= 1, warmup >= 0 and a positive timeout")
+
+    identity = {"task": task or path.stem, "reference": str(path), "reference_sha256": sha256_file(path),
+                "device": device, "precision": precision, "warmup": warmup, "iters": iters, "seed": seed,
+                "timeout_s": timeout_s}
+    with tempfile.TemporaryDirectory(prefix="kernelsweep-profile-") as tmp:
+        tmp = Path(tmp)
+        request = {"reference": str(path.resolve()), "device": device, "precision": precision,
+                   "warmup": warmup, "iters": iters, "seed": seed}
+        (tmp / "request.json").write_text(json.dumps(request))
+        result_path = tmp / "result.json"
+        done = run_with_timeout([sys.executable, "-m", "kernelsweep.profiling.child",
+                                 str(tmp / "request.json"), str(result_path)],
+                                timeout_s, tmp / "child.log", env=_child_env())
+        raw = json.loads(result_path.read_text()) if result_path.exists() else None
+
+    if done.timed_out:
+        rec = record.error_record(identity, "Timeout", f"profiling did not finish within {timeout_s:g} s; "
+                                  "the profiling process and its children were killed", None, done.log_tail)
+    elif raw is None:
+        rec = record.error_record(identity, "ChildFailed", f"the profiling process {_exit_description(done.returncode)} "
+                                  "before writing a result", None, done.log_tail)
+    elif raw["status"] != "ok":
+        err = raw["error"]
+        rec = record.error_record(identity, err["type"], err["message"], err["phase"], done.log_tail)
+    else:
+        rec = record.build(identity, raw, peak_flops, peak_bandwidth)
+    rec["wall_s"] = done.wall_s
+    return rec
+
+
+def _quantity(text: str) -> float:
+    from kernelsweep.devices import parse_quantity
+    try:
+        return parse_quantity(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("reference", help="KernelBench-format reference file (Model, get_inputs, get_init_inputs)")
+    parser.add_argument("--device", required=True, choices=DEVICES)
+    parser.add_argument("--precision", default="fp32", choices=PRECISIONS,
+                        help="model and floating inputs are cast to this dtype (default fp32)")
+    parser.add_argument("--out", help="write the JSON record here (atomically); "
+                        "without it the record goes to stdout")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
+                        help=f"seconds before the profiling process is killed (default {DEFAULT_TIMEOUT_S:g})")
+    parser.add_argument("--task", help="task id stored in the record (default: the file name)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed forwards first (default 3)")
+    parser.add_argument("--iters", type=int, default=10, help="forwards timed and profiled (default 10)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--peak-flops", type=_quantity, metavar="FLOP/S",
+                        help="peak FLOP/s for the roofline, e.g. 67e12 or 67T (for devices not in the table)")
+    parser.add_argument("--peak-bandwidth", type=_quantity, metavar="BYTES/S",
+                        help="peak memory bandwidth in bytes/s, e.g. 4.8e12 or 4.8T")
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        rec = profile_reference(args.reference, args.device, args.precision, args.timeout, args.warmup,
+                                args.iters, args.seed, args.task, args.peak_flops, args.peak_bandwidth)
+    except ValueError as e:
+        print(f"kernelsweep profile: error: {e}", file=sys.stderr)
+        return 2
+    if args.out:
+        write_json(args.out, rec)
+        print(render_for_prompt(rec))
+    else:
+        sys.stdout.write(dumps(rec))
+    if rec["status"] != "ok":
+        print(f"kernelsweep profile: {args.reference}: {rec['error']['message']}", file=sys.stderr)
+        return 1
+    return 0
