@@ -5,43 +5,53 @@
 
 rule compile:
     input:
-        candidate=CAND + "/candidate.py",
-        response=CAND + "/response.json",
+        candidate=cand("candidate.py"),
+        response=cand("response.json"),
     output:
-        CAND + "/build.json",
+        cand("build.json"),
     log:
         cell_log("compile", "t{turn}/c{cand}.log"),
     benchmark:
-        CAND + "/compile.benchmark.tsv"
+        res("benchmarks/compile/{model}/{method}/{task}/s{sample}/t{turn}/c{cand}.tsv")
     params:
         timeout=STUDY.config["evaluation"]["compile_timeout_s"],
         arch=STUDY.config["cuda_arch"],
+        py=PY,
+        device=DEVICE,
+        build=BUILD,
+    conda:
+        TIMING_ENV
     shell:
-        "TORCH_CUDA_ARCH_LIST={params.arch:q} {PY} -m kernelsweep.stages.evaluate compile "
-        "--candidate {input.candidate} --response {input.response} --device {DEVICE} "
-        "--build-dir {BUILD} --timeout {params.timeout} --out {output} > {log} 2>&1"
+        "TORCH_CUDA_ARCH_LIST={params.arch:q} {params.py} -m kernelsweep.stages.evaluate compile "
+        "--candidate {input.candidate} --response {input.response} --device {params.device} "
+        "--build-dir {params.build} --timeout {params.timeout} --out {output} > {log} 2>&1"
 
 
 rule evaluate:
     input:
-        candidate=CAND + "/candidate.py",
-        response=CAND + "/response.json",
-        build=CAND + "/build.json",
-        reference=RES + "/tasks/{task}.py",
-        task=RES + "/tasks/{task}.json",
+        candidate=cand("candidate.py"),
+        response=cand("response.json"),
+        build=cand("build.json"),
+        reference=res("tasks/{task}.py"),
+        task=res("tasks/{task}.json"),
     output:
-        CAND + "/eval.json",
+        cand("eval.json"),
     log:
         cell_log("evaluate", "t{turn}/c{cand}.log"),
     benchmark:
-        CAND + "/evaluate.benchmark.tsv"
+        res("benchmarks/evaluate/{model}/{method}/{task}/s{sample}/t{turn}/c{cand}.tsv")
     params:
         args=evaluation_args(),
         arch=STUDY.config["cuda_arch"],
+        timed=TIMED,
+        py=PY,
+        build=BUILD,
     resources:
         **TIMING_RESOURCE,
+    conda:
+        TIMING_ENV
     shell:
-        "TORCH_CUDA_ARCH_LIST={params.arch:q} {TIMED} {PY} -m kernelsweep.stages.evaluate evaluate "
+        "TORCH_CUDA_ARCH_LIST={params.arch:q} {params.timed} {params.py} -m kernelsweep.stages.evaluate evaluate "
         "--candidate {input.candidate} --response {input.response} --build {input.build} "
-        "--reference {input.reference} --task {input.task} {params.args} --build-dir {BUILD} "
+        "--reference {input.reference} --task {input.task} {params.args} --build-dir {params.build} "
         "--out {output} > {log} 2>&1"

@@ -4,45 +4,49 @@
 
 rule profile:
     input:
-        RES + "/tasks/{task}.py",
+        res("tasks/{task}.py"),
     output:
-        RES + "/profile/{device}/{task}.json",
+        res("profile/{device}/{task}.json"),
     log:
-        RES + "/logs/profile/{device}/{task}.log",
+        res("logs/profile/{device}/{task}.log"),
     benchmark:
-        RES + "/benchmarks/profile/{device}/{task}.tsv"
+        res("benchmarks/profile/{device}/{task}.tsv")
     params:
-        peaks=lambda w: " ".join(
-            f"--{k.replace('_', '-')} {v}"
-            for k, v in STUDY.config["profile"].items()
-            if k.startswith("peak_") and v is not None
-        ),
+        peaks=profile_peaks(),
         timeout=STUDY.config["profile"]["timeout_s"],
         precision=STUDY.config["precision"],
+        timed=TIMED,
+        ks=KS,
     resources:
         **TIMING_RESOURCE,
+    conda:
+        TIMING_ENV
     shell:
-        "{TIMED} {KS} profile {input} --device {wildcards.device} --precision {params.precision} "
+        "{params.timed} {params.ks} profile {input} --device {wildcards.device} --precision {params.precision} "
         "--timeout {params.timeout} {params.peaks} --out {output} > {log} 2>&1"
 
 
 rule baseline:
     input:
-        RES + "/tasks/{task}.py",
+        res("tasks/{task}.py"),
     output:
-        RES + "/baseline/{device}/{task}.json",
+        res("baseline/{device}/{task}.json"),
     log:
-        RES + "/logs/baseline/{device}/{task}.log",
+        res("logs/baseline/{device}/{task}.log"),
     benchmark:
-        RES + "/benchmarks/baseline/{device}/{task}.tsv"
+        res("benchmarks/baseline/{device}/{task}.tsv")
     params:
         modes=",".join(STUDY.config["baseline"]["modes"]),
         trials=STUDY.config["baseline"]["timing_trials"],
         timeout=STUDY.config["baseline"]["timeout_s"],
         precision=STUDY.config["precision"],
+        timed=TIMED,
+        ks=KS,
     resources:
         **TIMING_RESOURCE,
+    conda:
+        TIMING_ENV
     shell:
-        "{TIMED} {KS} baseline {input} --device {wildcards.device} --precision {params.precision} "
+        "{params.timed} {params.ks} baseline {input} --device {wildcards.device} --precision {params.precision} "
         "--modes {params.modes} --timing-trials {params.trials} --timeout {params.timeout} "
         "--out {output} > {log} 2>&1"

@@ -4,24 +4,32 @@
 
 rule tasks:
     output:
-        RES + "/tasks/{task}.json",
+        res("tasks/{task}.json"),
     log:
-        RES + "/logs/tasks/{task}.log",
+        res("logs/tasks/{task}.log"),
     params:
-        selection=as_json(STUDY.config["tasks"]),
+        ks=KS,
+        selection=selection_flags(STUDY.config["tasks"]),
+    conda:
+        CPU_ENV
     localrule: True
     shell:
-        "{KS} tasks write --selection {params.selection:q} --task {wildcards.task} --out {output} > {log} 2>&1"
+        "{params.ks} tasks write {params.selection} --task {wildcards.task} --out {output} > {log} 2>&1"
 
 
 rule reference_source:
     """The reference as a module file, the form the evaluator and profiler import."""
     input:
-        RES + "/tasks/{task}.json",
+        res("tasks/{task}.json"),
     output:
-        RES + "/tasks/{task}.py",
+        res("tasks/{task}.py"),
+    log:
+        res("logs/reference_source/{task}.log"),
+    params:
+        py=PY,
+    conda:
+        CPU_ENV
     localrule: True
-    run:
-        from kernelsweep.fileio import read_json, write_atomic
-
-        write_atomic(output[0], read_json(input[0])["code"])
+    shell:
+        "{params.py} -c 'import json, sys; sys.stdout.write(json.load(open(sys.argv[1]))[\"code\"])' "
+        "{input} > {output} 2> {log}"
