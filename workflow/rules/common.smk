@@ -124,9 +124,11 @@ def selection_flags(selection):
         if selection.get(key) is not None:
             flags.append(f"--{key} {shlex.quote(str(selection[key]))}")
     if selection.get("levels"):
-        flags.append("--levels " + ",".join(map(str, selection["levels"])))
+        levels = ",".join(map(str, selection["levels"]))
+        flags.append(f"--levels {levels}")
     ids = selection.get("ids", "all")
-    flags.append("--ids " + shlex.quote(ids if isinstance(ids, str) else ",".join(map(str, ids))))
+    ids = ids if isinstance(ids, str) else ",".join(map(str, ids))
+    flags.append(f"--ids {shlex.quote(ids)}")
     flags.append(f"--repo-root {shlex.quote(str(workflow.basedir))}")
     return " ".join(flags)
 
