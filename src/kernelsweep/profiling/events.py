@@ -21,7 +21,6 @@ MAX_NAME_CHARS = 160  # templated CUDA kernel names can run to kilobytes
 _CPU_OP = "cpu_op"
 _KERNEL = "kernel"
 _COPY_KINDS = ("gpu_memcpy", "gpu_memset")
-_DEVICE_ANNOTATION = "gpu_user_annotation"
 
 
 def _kind(event) -> str | None:
@@ -44,16 +43,16 @@ def _device_activity(event) -> str | None:
     if event.device_type == DeviceType.CPU or getattr(event, "is_user_annotation", False):
         return None
     kind = _kind(event)
-    if kind == _DEVICE_ANNOTATION:
-        return None
-    if kind in _COPY_KINDS or (kind is None and event.name.startswith(("Memcpy", "Memset"))):
-        return "copy"
-    return "kernel"
+    if kind is None:  # older torch: tell copies from kernels by name
+        return "copy" if event.name.startswith(("Memcpy", "Memset")) else "kernel"
+    if kind == _KERNEL:
+        return "kernel"
+    return "copy" if kind in _COPY_KINDS else None  # annotations, overhead, ...
 
 
 def _self_device_us(event) -> float:
-    for attr in ("self_device_time_total", "self_cuda_time_total"):
-        if hasattr(type(event), attr) or hasattr(event, attr):
+    for attr in ("self_device_time_total", "self_cuda_time_total"):  # newer name first
+        if hasattr(event, attr):
             return float(getattr(event, attr))
     raise RuntimeError("this torch release exposes neither self_device_time_total nor self_cuda_time_total")
 
