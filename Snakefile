@@ -7,7 +7,7 @@ min_version("9.20")
 
 # The embedded demo by default; `--configfile FILE` replaces it (not merged into it,
 # so the reference study never inherits the demo's models or methods).
-if not config:
+if not workflow.config_settings.configfiles:
 
     configfile: "config/config.yaml"
 

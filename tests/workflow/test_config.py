@@ -1,0 +1,98 @@
+"""Config validation: every mistake names its key and the allowed values,
+and the method presets resolve to the flags the strategies read."""
+
+import copy
+
+import pytest
+import yaml
+
+from kernelsweep.study import REPO_ROOT, ConfigError, load_study, validate_config
+
+
+def demo_config():
+    with open(REPO_ROOT / "config" / "config.yaml") as f:
+        return yaml.safe_load(f)
+
+
+def paper_config():
+    with open(REPO_ROOT / "config" / "paper.yaml") as f:
+        return yaml.safe_load(f)
+
+
+def test_both_shipped_configs_validate():
+    for config in (demo_config(), paper_config()):
+        resolved = validate_config(config)
+        assert resolved["evaluation"]["timeout_s"] > 0
+
+
+@pytest.mark.parametrize(
+    "mutate, expected",
+    [
+        (lambda c: c.update(device="gpu"), ["config key 'device'", "'gpu'", "'cpu', 'cuda'"]),
+        (lambda c: c.pop("models"), ["'models' is a required property"]),
+        (lambda c: c["methods"]["zero_shot"].update(turnz=2), ["config key 'methods.zero_shot'", "'turnz'", "allowed keys", "turns"]),
+        (lambda c: c["methods"].update(bad={"strategy": "genetic"}), ["config key 'methods.bad.strategy'", "'genetic'", "'agentic'"]),
+        (lambda c: c["tasks"].update(source="s3"), ["config key 'tasks.source'", "'demo', 'hub', 'local'"]),
+        (lambda c: c["evaluation"].update(trials=0), ["config key 'evaluation.trials'", "minimum"]),
+        (lambda c: c["models"]["gemma270m"].pop("path"), ["config key 'models.gemma270m'", "'path' is a required property"]),
+        (lambda c: c["tasks"].update(ids="one-to-ten"), ["config key 'tasks.ids'"]),
+        (lambda c: c.update(precision="fp64"), ["config key 'precision'", "'fp32', 'fp16', 'bf16'"]),
+    ],
+)
+def test_invalid_keys_are_named(mutate, expected):
+    config = demo_config()
+    mutate(config)
+    with pytest.raises(ConfigError) as info:
+        validate_config(config)
+    message = str(info.value)
+    for fragment in expected:
+        assert fragment in message, message
+
+
+def test_all_errors_reported_at_once():
+    config = demo_config()
+    config["device"] = "tpu"
+    config["precision"] = "int8"
+    message = str(pytest.raises(ConfigError, validate_config, config).value)
+    assert "'device'" in message and "'precision'" in message
+
+
+def test_method_presets_and_overrides():
+    config = paper_config()
+    methods = validate_config(config)["methods"]
+    assert methods["zero_shot"] | {} == methods["zero_shot"]
+    assert (methods["zero_shot"]["turns"], methods["zero_shot"]["n"], methods["zero_shot"]["profile"]) == (1, 1, False)
+    assert methods["guided"]["profile"] and methods["guided"]["competence_rule"]
+    assert methods["iterative"]["turns"] == 3 and not methods["iterative"]["analyzer"]
+    full = methods["agentic"]
+    assert full["analyzer"] and full["researcher"] and full["feedback"] and full["n"] == 4
+    # each ablation differs from the full system in exactly one flag
+    for name, flag in [("agentic_no_researcher", "researcher"), ("agentic_no_analyzer", "analyzer"),
+                       ("agentic_no_feedback", "feedback"), ("agentic_single_turn", "turns"),
+                       ("agentic_n1", "n"), ("agentic_n2", "n"), ("agentic_n8", "n")]:
+        diff = {k for k in full if methods[name][k] != full[k]}
+        assert diff == {flag}, (name, diff)
+
+
+def test_defaults_filled_without_mutating_input():
+    config = demo_config()
+    before = copy.deepcopy(config)
+    resolved = validate_config(config)
+    assert config == before
+    assert resolved["report"]["ablation_base"] == "agentic"
+    assert resolved["baseline"]["timeout_s"] == 1800
+
+
+def test_study_matrix_of_demo():
+    study = load_study(demo_config())
+    assert study.device == "cpu"
+    assert len(study.task_ids) >= 4 and all(t.startswith("L0-") for t in study.task_ids)
+    assert len(study.cells()) == len(study.models) * len(study.methods) * len(study.task_ids) * study.samples
+
+
+def test_paper_study_plans_thirty_tasks_offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    study = load_study(paper_config())
+    assert len(study.task_ids) == 30
+    assert study.task_ids[0] == "L1-001" and study.task_ids[-1] == "L3-010"
+    assert len(study.methods) == 11

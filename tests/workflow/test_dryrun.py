@@ -1,0 +1,63 @@
+"""`snakemake -n` and `--lint` on both shipped configs, through a real subprocess."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelsweep.study import REPO_ROOT
+
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+
+def run(args, cwd=REPO_ROOT, env_extra=None):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env_extra or {})}
+    return subprocess.run(SNAKEMAKE + args, cwd=cwd, capture_output=True, text=True, env=env, timeout=600)
+
+
+def job_counts(output: str) -> dict[str, int]:
+    table = output.split("Job stats:")[-1]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE)}
+
+
+def test_demo_dry_run_lists_every_stage(tmp_path):
+    proc = run(["-n", "--config", f"results={tmp_path}/results"])
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    counts = job_counts(proc.stdout)
+    tasks = counts["tasks"]
+    assert tasks >= 4
+    for rule in ("prompt", "compile", "evaluate", "select", "final", "report", "baseline", "profile",
+                 "analyze", "research", "feedback", "prepare_model"):
+        assert counts.get(rule, 0) > 0, (rule, counts)
+    assert counts["final"] == 4 * tasks  # 1 model x 4 methods x tasks x 1 sample
+    assert counts["report"] == 1
+
+
+def test_paper_dry_run_plans_full_study_without_network(tmp_path):
+    proc = run(["-n", "--configfile", "config/paper.yaml", "--config", f"results={tmp_path}/results"])
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    counts = job_counts(proc.stdout)
+    assert counts["tasks"] == 30
+    assert counts["final"] == 30 * 11  # 4 methods + 7 ablations
+    assert "prepare_model" not in counts  # the demo's model is not inherited
+    assert counts["baseline"] == 30 and counts["report"] == 1
+
+
+def test_invalid_config_stops_before_any_job(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("device: gpu\ntasks: {source: demo, levels: [0]}\nmodels: {m: {backend: replay, path: x}}\n"
+                   "methods: {z: {strategy: zero_shot}}\n")
+    proc = run(["-n", "--configfile", str(bad)])
+    assert proc.returncode != 0
+    output = proc.stdout + proc.stderr
+    assert "config key 'device'" in output and "'cpu', 'cuda'" in output
+    assert "Traceback" not in output
+
+
+def test_lint_is_clean():
+    proc = run(["--lint"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Congratulations" in proc.stdout + proc.stderr
