@@ -1,0 +1,49 @@
+"""One call from raw results to every report file. Nothing is cached between runs:
+deleting the output folder and running again gives the same files."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from kernelsweep.fileio import write_atomic
+from kernelsweep.report import document
+from kernelsweep.report.collect import Collection, collect
+from kernelsweep.report.figures import build_figures, save_figure
+from kernelsweep.report.spec import ReportInputError, StudySpec
+from kernelsweep.report.tables import build_tables, write_table
+
+
+@dataclass
+class ReportResult:
+    collection: Collection
+    files: list[Path]
+
+
+def _write_frame(frame: pd.DataFrame, folder: Path, name: str) -> list[Path]:
+    parquet, csv = folder / f"{name}.parquet", folder / f"{name}.csv"
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, engine="pyarrow", index=False)
+    write_atomic(parquet, buffer.getvalue())
+    write_atomic(csv, frame.to_csv(index=False))
+    return [parquet, csv]
+
+
+def build_report(results: str | Path, out: str | Path, spec: StudySpec) -> ReportResult:
+    results, out = Path(results), Path(out)
+    if not results.is_dir():
+        raise ReportInputError(f"results folder not found: {results}")
+    collection = collect(results, spec)
+    files = _write_frame(collection.candidates, out, "candidates") + _write_frame(collection.cells, out, "cells")
+    tables = build_tables(collection.cells, collection.candidates, spec)
+    for table in tables:
+        files += write_table(table, out / "tables")
+    data = {table.name: table.data for table in tables}
+    for name, draw in build_figures(data, collection.cells, collection.candidates, spec).items():
+        files += save_figure(draw(), out / "figures", name)
+    report = out / "REPORT.md"
+    write_atomic(report, document.render(collection, tables, str(results)))
+    return ReportResult(collection, files + [report])

@@ -1,0 +1,401 @@
+"""Raw result files -> two tidy tables (one row per candidate, one per expected
+cell) plus the problems found on the way. Reads only the files of
+docs/results.md; nothing here decides what a number means beyond copying the
+evaluator's verdict and comparing timings through kernelsweep.metrics."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from kernelsweep import verdict
+from kernelsweep.report.baselines import (Baseline, Comparator, compile_column_names, parse_baseline,
+                                          timing_column_names)
+from kernelsweep.report.spec import StudySpec
+
+RESPONSE_SCHEMA = "kernelsweep/response/1"
+FINAL_STATUSES = ("evaluated", "no_candidate", "generation_failed")
+# Cells whose final.json says the method produced nothing to evaluate. They have a
+# result (so they count in denominators, as not successful) and are listed by name.
+FAILED_STATUSES = ("no_candidate", "generation_failed")
+ENVIRONMENT_KEYS = ("device_name", "driver", "torch", "cuda", "python")
+
+KEY_COLUMNS = ["model", "method", "task", "level", "sample"]
+OUTCOME_COLUMNS = ["category", "compiled", "correct", "custom_kernel", "kernel_success", "plain_pytorch_correct"]
+
+
+@dataclass
+class Problem:
+    """Something in the raw results the reader must know about."""
+
+    path: str
+    message: str
+    effect: str = "warning"  # "excluded": the file was left out of every number
+
+
+@dataclass
+class Collection:
+    spec: StudySpec
+    candidates: pd.DataFrame
+    cells: pd.DataFrame
+    baselines: dict[str, Baseline]
+    environments: list[dict[str, Any]]  # distinct eval environments with their counts
+    problems: list[Problem] = field(default_factory=list)
+    unexpected_runs: list[str] = field(default_factory=list)  # model/method folders not in the study
+
+
+def candidate_columns(spec: StudySpec) -> list[str]:
+    return (KEY_COLUMNS + ["turn", "candidate", "cell_status", "evaluated"] + OUTCOME_COLUMNS
+            + timing_column_names(spec.compile_modes)
+            + ["runtime_ms", "ref_runtime_ms", "prompt_tokens", "completion_tokens", "tokens",
+               "llm_latency_s", "eval_wall_s", "compile_s", "flags", "error_type", "device_name"])
+
+
+def cell_columns(spec: StudySpec) -> list[str]:
+    return (KEY_COLUMNS + ["status", "has_result", "compile_baseline", "best_turn", "best_candidate"] + OUTCOME_COLUMNS
+            + timing_column_names(spec.compile_modes)
+            + ["turns_run", "candidates_evaluated", "llm_calls", "generator_calls", "role_calls",
+               "prompt_tokens", "completion_tokens", "tokens", "generation_s", "evaluation_s"])
+
+
+BOOL_COLUMNS = {"has_result", "compile_baseline", "evaluated", "compiled", "correct", "custom_kernel", "kernel_success",
+                "plain_pytorch_correct"}
+INT_COLUMNS = {"level", "sample", "turn", "candidate", "best_turn", "best_candidate", "turns_run",
+               "candidates_evaluated", "llm_calls", "generator_calls", "role_calls", "prompt_tokens",
+               "completion_tokens", "tokens"}
+
+
+def _frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=columns)
+    for col in columns:
+        if col in BOOL_COLUMNS or col.startswith("faster_"):
+            frame[col] = frame[col].astype("boolean")
+        elif col in INT_COLUMNS:
+            frame[col] = frame[col].astype("Int64")
+        elif col.startswith("speedup_") or col.endswith(("_s", "_ms")):
+            frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("float64")
+        else:
+            frame[col] = frame[col].astype("string")
+    return frame
+
+
+class _Reader:
+    """Reads JSON files, recording unreadable ones as problems instead of crashing."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+
+    def read(self, path: Path, effect: str = "excluded") -> dict[str, Any] | None:
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            self.problems.append(Problem(str(path), f"unreadable ({e}); left out", effect))
+            return None
+        if not isinstance(data, dict):
+            self.problems.append(Problem(str(path), "not a JSON object; left out", effect))
+            return None
+        return data
+
+
+def outcome(result: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The outcome columns of one eval record (the evaluator's verdict, copied)."""
+    result = result or {}
+    category = result.get("category")
+    evaluated = category in verdict.CATEGORIES
+    correct = bool(result.get("correct")) if evaluated else None
+    custom = bool(result.get("custom_kernel")) if evaluated else None
+    return {
+        "category": category,
+        "compiled": result.get("compiled") if evaluated else None,
+        "correct": correct,
+        "custom_kernel": custom,
+        # a success needs the evaluator's category *and* its two facts to agree
+        "kernel_success": (category in verdict.SUCCESS_CATEGORIES and bool(correct) and bool(custom))
+        if evaluated else None,
+        "plain_pytorch_correct": (category == "no_custom_kernel") if evaluated else None,
+    }
+
+
+def _usage(response: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    usage = response.get("usage") or {}
+    return usage.get("prompt_tokens"), usage.get("completion_tokens")
+
+
+def _median(timing: Any) -> float | None:
+    return timing.get("median") if isinstance(timing, Mapping) else None
+
+
+def _numbered(folder: Path, letter: str) -> list[tuple[int, Path]]:
+    pattern = re.compile(rf"{letter}(\d+)")
+    if not folder.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if p.is_dir() and (m := pattern.fullmatch(p.name))]
+    return sorted(found)
+
+
+def _response_records(cell_dir: Path, reader: _Reader) -> list[dict[str, Any]]:
+    """Every model-call record of a cell: candidate responses and the agentic roles'
+    records (analysis, brief, feedback), whether a file is a response record itself
+    or holds one under 'response'."""
+    records = []
+    for path in sorted(cell_dir.rglob("*.json")):
+        if path.name == "final.json" or path.name == "eval.json":
+            continue
+        data = reader.read(path, effect="warning")
+        if data is None:
+            continue
+        for record in (data, data.get("response")):
+            if isinstance(record, dict) and record.get("schema") == RESPONSE_SCHEMA:
+                records.append(record)
+                break
+    return records
+
+
+class _Collector:
+    def __init__(self, results: Path, spec: StudySpec):
+        self.results = results
+        self.spec = spec
+        self.problems: list[Problem] = []
+        self.reader = _Reader(self.problems)
+        self.comparator = Comparator(spec.compile_modes)
+        self.environments: Counter = Counter()
+        self.baselines = self._baselines()
+        self.mismatched_tasks: set[str] = set()  # baseline on another device than a candidate
+        self.task_hashes = self._task_hashes()
+
+    def _baselines(self) -> dict[str, Baseline]:
+        found = {}
+        for task in self.spec.tasks:
+            path = self.results / "baseline" / self.spec.device / f"{task.id}.json"
+            record = self.reader.read(path)
+            if record is None:
+                continue
+            baseline = parse_baseline(task.id, record, self.spec.baseline_modes)
+            if baseline.precision not in (None, self.spec.precision):
+                self.problems.append(Problem(str(path), f"baseline precision {baseline.precision} differs from the "
+                                             f"study's {self.spec.precision}; torch.compile comparisons left out",
+                                             "excluded"))
+                continue
+            found[task.id] = baseline
+        return found
+
+    def _task_hashes(self) -> dict[str, str | None]:
+        hashes = {}
+        for task in self.spec.tasks:
+            record = self.reader.read(self.results / "tasks" / f"{task.id}.json", effect="warning")
+            hashes[task.id] = record.get("sha256") if record else None
+        return hashes
+
+    def _check_eval(self, path: Path, record: Mapping[str, Any], task: str) -> None:
+        provenance = record.get("provenance") or {}
+        if record.get("category") in verdict.CATEGORIES:
+            self.environments[tuple(provenance.get(k) for k in ENVIRONMENT_KEYS)] += 1
+        expected_hash = self.task_hashes.get(task)
+        if expected_hash and provenance.get("task_sha256") not in (None, expected_hash):
+            self.problems.append(Problem(str(path), "evaluated against a different version of the task "
+                                         "(task_sha256 differs from tasks/{task}.json)".format(task=task)))
+        facts = bool(record.get("correct")) and bool(record.get("custom_kernel"))
+        if record.get("category") in verdict.CATEGORIES and facts != (record.get("category") in verdict.SUCCESS_CATEGORIES):
+            self.problems.append(Problem(str(path), f"category {record.get('category')!r} disagrees with correct="
+                                         f"{record.get('correct')} and custom_kernel={record.get('custom_kernel')}; "
+                                         "counted as a kernel success only if both agree"))
+        for key, expected in (("device", self.spec.device), ("precision", self.spec.precision)):
+            if record.get(key) not in (None, expected):
+                self.problems.append(Problem(str(path), f"{key} {record.get(key)!r} differs from the study's {expected!r}"))
+
+    def _baseline_for(self, task: str, device_name: Any) -> Baseline | None:
+        baseline = self.baselines.get(task)
+        if baseline is None or not device_name or not baseline.device_name or baseline.device_name == device_name:
+            return baseline
+        self.mismatched_tasks.add(task)
+        self.problems.append(Problem(
+            str(self.results / "baseline" / self.spec.device / f"{task}.json"),
+            f"baseline measured on {baseline.device_name!r} but candidates ran on {device_name!r}; "
+            "the task's torch.compile comparisons are left out", "excluded"))
+        return None
+
+    def has_compile_baseline(self, task: str) -> bool:
+        baseline = self.baselines.get(task)
+        return (baseline is not None and task not in self.mismatched_tasks
+                and baseline.best_compile_mode(self.spec.compile_modes) is not None)
+
+    def cell(self, model: str, method: str, task: str, sample: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        level = self.spec.task(task).level
+        key = {"model": model, "method": method, "task": task, "level": level, "sample": sample}
+        cell_dir = self.results / "runs" / model / method / task / f"s{sample}"
+        final_path = cell_dir / "final.json"
+        final = self.reader.read(final_path)
+        status = self._status(final, final_path, key)
+
+        candidates = []
+        for turn, turn_dir in _numbered(cell_dir, "t"):
+            for cand, cand_dir in _numbered(turn_dir, "c"):
+                candidates.append(self._candidate(key, status, turn, cand, cand_dir))
+        responses = _response_records(cell_dir, self.reader) if cell_dir.is_dir() else []
+
+        cell = {**key, "status": status, "has_result": status in ("evaluated", *FAILED_STATUSES)}
+        result = (final or {}).get("result") if status == "evaluated" else None
+        if status == "evaluated":
+            cell.update(outcome(result))
+            best = final.get("best") or {}
+            cell["best_turn"], cell["best_candidate"] = best.get("turn"), best.get("cand")
+            self._check_best(final_path, best, result, candidates)
+        elif status in FAILED_STATUSES:
+            cell.update({"category": status, "compiled": False, "correct": False, "custom_kernel": False,
+                         "kernel_success": False, "plain_pytorch_correct": False})
+        device_name = ((result or {}).get("provenance") or {}).get("device_name")
+        cell.update(self.comparator.columns(result, self._baseline_for(task, device_name) if result else None))
+
+        calls = [r for r in responses if r.get("status") != "stopped"]
+        prompt_tokens = [_usage(r)[0] for r in calls]
+        completion_tokens = [_usage(r)[1] for r in calls]
+        cell.update({
+            "turns_run": (final or {}).get("turns_run") if cell["has_result"] else None,
+            "candidates_evaluated": sum(1 for c in candidates if c["evaluated"]),
+            "llm_calls": len(calls),
+            "generator_calls": sum(1 for r in calls if r.get("role", "generator") == "generator"),
+            "role_calls": sum(1 for r in calls if r.get("role", "generator") != "generator"),
+            "prompt_tokens": sum(t or 0 for t in prompt_tokens),
+            "completion_tokens": sum(t or 0 for t in completion_tokens),
+            "generation_s": sum(float(r.get("latency_s") or 0.0) for r in calls),
+            "evaluation_s": sum(float(c["eval_wall_s"] or 0.0) for c in candidates),
+        })
+        cell["tokens"] = cell["prompt_tokens"] + cell["completion_tokens"]
+        if cell["has_result"]:
+            self._check_counts(final_path, final, cell, calls)
+        return cell, candidates
+
+    def _status(self, final: Mapping[str, Any] | None, path: Path, key: Mapping[str, Any]) -> str:
+        if final is None:
+            return "unreadable" if path.exists() else "missing"
+        for field_name in ("model", "method", "task", "sample"):
+            if field_name in final and final[field_name] != key[field_name]:
+                self.problems.append(Problem(str(path), f"final.json says {field_name}={final[field_name]!r} but lies "
+                                             f"in the folder of {key[field_name]!r}; left out", "excluded"))
+                return "unreadable"
+        status = final.get("status")
+        if status not in FINAL_STATUSES:
+            self.problems.append(Problem(str(path), f"unknown status {status!r}; left out", "excluded"))
+            return "unreadable"
+        if status == "evaluated":
+            category = (final.get("result") or {}).get("category")
+            if category in verdict.NOT_EVALUATED:
+                return category if category in FAILED_STATUSES else "no_candidate"
+            if category not in verdict.CATEGORIES:
+                self.problems.append(Problem(str(path), f"result category {category!r} is not in the taxonomy; "
+                                             "left out", "excluded"))
+                return "unreadable"
+        return status
+
+    def _candidate(self, key: Mapping[str, Any], status: str, turn: int, cand: int, cand_dir: Path) -> dict[str, Any]:
+        eval_path = cand_dir / "eval.json"
+        record = self.reader.read(eval_path)
+        response = self.reader.read(cand_dir / "response.json", effect="warning") or {}
+        row = {**key, "turn": turn, "candidate": cand, "cell_status": status}
+        row.update(outcome(record))
+        row["evaluated"] = bool(record) and record.get("category") in verdict.CATEGORIES
+        if record:
+            self._check_eval(eval_path, record, key["task"])
+        provenance = (record or {}).get("provenance") or {}
+        row.update(self.comparator.columns(
+            record, self._baseline_for(key["task"], provenance.get("device_name")) if record else None))
+        prompt_tokens, completion_tokens = _usage(response)
+        error = (record or {}).get("error") or {}
+        row.update({
+            "runtime_ms": _median((record or {}).get("runtime_ms")),
+            "ref_runtime_ms": _median((record or {}).get("ref_runtime_ms")),
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "tokens": None if prompt_tokens is None and completion_tokens is None
+            else (prompt_tokens or 0) + (completion_tokens or 0),
+            "llm_latency_s": response.get("latency_s"),
+            "eval_wall_s": (record or {}).get("wall_s"),
+            "compile_s": (record or {}).get("compile_s"),
+            "flags": ",".join((record or {}).get("flags") or []),
+            "error_type": error.get("type") if isinstance(error, Mapping) else None,
+            "device_name": provenance.get("device_name"),
+        })
+        return row
+
+    def _check_best(self, path: Path, best: Mapping[str, Any], result: Mapping[str, Any] | None,
+                    candidates: list[dict[str, Any]]) -> None:
+        """The final result must be one of the cell's candidates, and the best of them."""
+        if not candidates:
+            return
+        at = {(c["turn"], c["candidate"]): c for c in candidates}
+        chosen = at.get((best.get("turn"), best.get("cand")))
+        if chosen is None:
+            self.problems.append(Problem(str(path), f"best candidate t{best.get('turn')}/c{best.get('cand')} has no "
+                                         "eval.json in the cell"))
+            return
+        if chosen["category"] != (result or {}).get("category"):
+            self.problems.append(Problem(str(path), f"result category {(result or {}).get('category')!r} differs from "
+                                         f"t{chosen['turn']}/c{chosen['candidate']}/eval.json ({chosen['category']!r})"))
+        top = verdict.best_of([self._record_view(c) for c in candidates])
+        if top is not None and verdict.selection_key(self._record_view(candidates[top])) > \
+                verdict.selection_key(self._record_view(chosen)):
+            better = candidates[top]
+            self.problems.append(Problem(str(path), f"t{better['turn']}/c{better['candidate']} ranks above the chosen "
+                                         f"best t{chosen['turn']}/c{chosen['candidate']} by the selection order"))
+
+    @staticmethod
+    def _record_view(row: Mapping[str, Any]) -> dict[str, Any]:
+        return {"category": row["category"], "correct": row["correct"], "custom_kernel": row["custom_kernel"],
+                "compiled": row["compiled"], "speedup": row["speedup_eager"]}
+
+    def _check_counts(self, path: Path, final: Mapping[str, Any], cell: Mapping[str, Any], calls: list) -> None:
+        """final.json's own tallies must agree with the raw files the report counts."""
+        recorded = {"candidates_evaluated": final.get("candidates_evaluated"), "llm_calls": final.get("llm_calls")}
+        for name, value in recorded.items():
+            if value is not None and value != cell[name]:
+                self.problems.append(Problem(str(path), f"final.json records {name}={value} but the cell's files "
+                                             f"show {cell[name]}; the report uses the files"))
+        if any(_usage(r) == (None, None) for r in calls if r.get("status") == "ok"):
+            self.problems.append(Problem(str(path), "some model calls have no token usage; token totals are a "
+                                         "lower bound"))
+
+    def unexpected_runs(self) -> list[str]:
+        runs = self.results / "runs"
+        if not runs.is_dir():
+            return []
+        return sorted(f"{model.name}/{method.name}" for model in runs.iterdir() if model.is_dir()
+                      for method in model.iterdir() if method.is_dir()
+                      if model.name not in self.spec.models or method.name not in self.spec.methods)
+
+
+def collect(results: str | Path, spec: StudySpec) -> Collection:
+    """Read every expected cell of the study from `results` (docs/results.md)."""
+    collector = _Collector(Path(results), spec)
+    cells, candidates = [], []
+    for model, method, task, sample in spec.expected_cells():
+        cell, cands = collector.cell(model, method, task, sample)
+        cells.append(cell)
+        candidates.extend(cands)
+    # A baseline from another device compares nothing: blank the task's compile columns everywhere.
+    compile_columns = compile_column_names(spec.compile_modes)
+    for row in cells + candidates:
+        if row["task"] in collector.mismatched_tasks:
+            row.update(dict.fromkeys(compile_columns))
+    for row in cells:
+        row["compile_baseline"] = collector.has_compile_baseline(row["task"])
+    problems = list({(p.path, p.message): p for p in collector.problems}.values())  # once each
+    environments = [dict(zip(ENVIRONMENT_KEYS, env), evaluations=n)
+                    for env, n in sorted(collector.environments.items(), key=lambda kv: -kv[1])]
+    return Collection(
+        spec=spec,
+        candidates=_frame(candidates, candidate_columns(spec)),
+        cells=_frame(cells, cell_columns(spec)),
+        baselines=collector.baselines,
+        environments=environments,
+        problems=problems,
+        unexpected_runs=collector.unexpected_runs(),
+    )
