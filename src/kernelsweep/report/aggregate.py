@@ -54,15 +54,12 @@ def flag(cells: pd.DataFrame, column: str) -> pd.Series:
 
 def fast_p(cells: pd.DataFrame, p: float, against: str) -> pd.Series:
     """fast_p membership of each cell's final result (metrics.is_fast_p)."""
-    def member(row: Any) -> bool:
-        lo, hi = row[f"speedup_{against}_lo"], row[f"speedup_{against}_hi"]
-        interval = None if pd.isna(lo) or pd.isna(hi) else [float(lo), float(hi)]
-        record = {"correct": _true(row["correct"]), "custom_kernel": _true(row["custom_kernel"]),
-                  "speedup_ci": interval}
-        return metrics.is_fast_p(record, p)
-    if cells.empty:
-        return pd.Series([], dtype=bool, index=cells.index)
-    return pd.Series([member(row) for row in cells.to_dict("records")], index=cells.index, dtype=bool)
+    columns = zip(cells["correct"], cells["custom_kernel"], cells[f"speedup_{against}_lo"],
+                  cells[f"speedup_{against}_hi"])
+    members = [metrics.is_fast_p({"correct": _true(correct), "custom_kernel": _true(custom),
+                                  "speedup_ci": None if pd.isna(lo) or pd.isna(hi) else [float(lo), float(hi)]}, p)
+               for correct, custom, lo, hi in columns]
+    return pd.Series(members, index=cells.index, dtype=bool)
 
 
 def _true(value: Any) -> bool:
@@ -128,6 +125,20 @@ def summary(cells: pd.DataFrame) -> dict[str, Any]:
     out["llm_calls_per_cell"] = mean_per_cell(counted, "llm_calls")
     out["tokens_per_cell"] = mean_per_cell(counted, "tokens")
     return out
+
+
+class Summaries:
+    """summary() of each (model, method), computed once for all the tables."""
+
+    def __init__(self, cells: pd.DataFrame):
+        self.cells = cells
+        self._done: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def __call__(self, model: str, method: str) -> dict[str, Any]:
+        if (model, method) not in self._done:
+            cells = self.cells
+            self._done[model, method] = summary(cells[(cells["model"] == model) & (cells["method"] == method)])
+        return self._done[model, method]
 
 
 def _put(out: dict[str, Any], name: str, estimate: Estimate) -> None:

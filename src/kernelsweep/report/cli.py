@@ -19,11 +19,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from kernelsweep.report.build import build_report
     from kernelsweep.report.spec import ReportInputError, load_study
 
     try:
         spec = load_study(args.study)
+        if not args.results.is_dir():
+            raise ReportInputError(f"results folder not found: {args.results}")
+        from kernelsweep.report.build import build_report  # pandas and matplotlib: only once inputs are fine
+
         result = build_report(args.results, args.out or args.results / "report", spec)
     except ReportInputError as e:
         print(f"kernelsweep report: error: {e}", file=sys.stderr)

@@ -49,7 +49,7 @@ def _errors(frame: pd.DataFrame, name: str) -> np.ndarray | None:
 def best_of_n(data: pd.DataFrame, spec: StudySpec) -> Figure:
     fig, ax = _figure()
     title = "Best-of-n scaling"
-    if data.empty:
+    if data.empty or int(data["cells_with_result"].sum()) == 0:
         _no_data(ax, title)
         return fig
     for model, frame in data.groupby("model", sort=False):

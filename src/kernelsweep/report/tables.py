@@ -16,7 +16,7 @@ from tabulate import tabulate
 from kernelsweep import verdict
 from kernelsweep.fileio import write_atomic
 from kernelsweep.report import aggregate
-from kernelsweep.report.aggregate import FAST_P, flag, groups, summary, with_result
+from kernelsweep.report.aggregate import FAST_P, Summaries, flag, groups, with_result
 from kernelsweep.report.baselines import BEST_COMPILE
 from kernelsweep.report.collect import FAILED_STATUSES
 from kernelsweep.report.spec import StudySpec
@@ -97,10 +97,11 @@ COMPILE_NOTE = (
 
 # --- tables -----------------------------------------------------------------
 
-def headline(cells: pd.DataFrame, spec: StudySpec) -> Table:
+def headline(cells: pd.DataFrame, spec: StudySpec, summaries: Summaries | None = None) -> Table:
+    summaries = summaries or Summaries(cells)
     rows, correctness, speed = [], [], {a: [] for a in aggregate.AGAINST}
-    for model, method, group in groups(cells, spec):
-        s = summary(group)
+    for model, method, _ in groups(cells, spec):
+        s = summaries(model, method)
         rows.append({"model": model, "method": method, **s})
         key = _row_key(spec, model, method)
         correctness.append(key | {
@@ -168,7 +169,8 @@ def _rate_delta(variant: pd.DataFrame, base: pd.DataFrame, against: str, indicat
     return tuple(map(scale, (estimate.value, estimate.lo, estimate.hi, delta.value, delta.lo, delta.hi))) + (delta.n,)
 
 
-def ablation(cells: pd.DataFrame, spec: StudySpec) -> Table:
+def ablation(cells: pd.DataFrame, spec: StudySpec, summaries: Summaries | None = None) -> Table:
+    summaries = summaries or Summaries(cells)
     ablations = spec.component_ablations()
     rows, display = [], []
     metrics_ = [("kernel_success", "correct custom kernel", "eager", lambda c: flag(c, "kernel_success")),
@@ -180,7 +182,7 @@ def ablation(cells: pd.DataFrame, spec: StudySpec) -> Table:
         base = in_model[in_model["method"] == spec.ablation_base]
         for method, change in [(spec.ablation_base, "full system")] + [(a.method, a.change) for a in ablations]:
             group = in_model[in_model["method"] == method]
-            s = summary(group)
+            s = summaries(model, method)
             row = {"model": model, "method": method, "change": change,
                    "cells_with_result": s["cells_with_result"], "cells_missing": s["cells_missing"]}
             line = _row_key(spec, model, method) | {"change": change, "cells": fmt_cells(s)}
@@ -208,13 +210,13 @@ def ablation(cells: pd.DataFrame, spec: StudySpec) -> Table:
                  [Part(None, pd.DataFrame(display), "no component ablation in this study")])
 
 
-def best_of_n(cells: pd.DataFrame, spec: StudySpec) -> Table:
+def best_of_n(cells: pd.DataFrame, spec: StudySpec, summaries: Summaries | None = None) -> Table:
+    summaries = summaries or Summaries(cells)
     sweep = spec.best_of_n_sweep()
     rows, display = [], []
     for model in spec.models if sweep else []:
         for n, method in sweep:
-            group = cells[(cells["model"] == model) & (cells["method"] == method)]
-            s = summary(group)
+            s = summaries(model, method)
             rows.append({"model": model, "n": n, "method": method, **s})
             display.append(({"model": model} if len(spec.models) > 1 else {}) | {
                 "n": n, "method": method, "cells": fmt_cells(s),
@@ -296,7 +298,9 @@ def per_task(cells: pd.DataFrame, spec: StudySpec) -> Table:
 
 
 def build_tables(cells: pd.DataFrame, candidates: pd.DataFrame, spec: StudySpec) -> list[Table]:
-    return [headline(cells, spec), by_level(cells, spec), ablation(cells, spec), best_of_n(cells, spec),
+    summaries = Summaries(cells)
+    return [headline(cells, spec, summaries), by_level(cells, spec), ablation(cells, spec, summaries),
+            best_of_n(cells, spec, summaries),
             taxonomy(cells, candidates, spec), per_task(cells, spec)]
 
 

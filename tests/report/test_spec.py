@@ -1,0 +1,78 @@
+"""STUDY.json: validation with messages that name the problem, and which methods
+form the component ablation and the best-of-n sweep."""
+
+import json
+
+import pytest
+from synthetic import AGENTIC, SMALL_STUDY
+
+from kernelsweep.report.spec import Ablation, ReportInputError, load_study, parse_study
+
+
+def study(**methods):
+    return dict(SMALL_STUDY, methods=methods)
+
+
+def test_ablations_are_single_flag_flips_of_the_base():
+    spec = parse_study(study(
+        agentic=AGENTIC,
+        no_analyzer=dict(AGENTIC, analyzer=False),
+        no_rag=dict(AGENTIC, researcher=False),
+        no_feedback=dict(AGENTIC, feedback=False),
+        single=dict(AGENTIC, turns=1),
+        two_flips=dict(AGENTIC, analyzer=False, researcher=False),
+        four_turns=dict(AGENTIC, turns=4),
+        zero_shot={"strategy": "zero_shot", "turns": 1, "n": 1, "analyzer": True, "researcher": True,
+                   "feedback": True},
+    ))
+    assert spec.component_ablations() == [
+        Ablation("no_analyzer", "without analyzer"), Ablation("no_rag", "without researcher"),
+        Ablation("no_feedback", "without feedback"), Ablation("single", "single turn")]
+    assert spec.unclassified_variants() == {"two_flips": ["analyzer", "researcher"], "four_turns": ["turns"]}
+
+
+def test_best_of_n_sweep_includes_the_base_and_only_n_variants():
+    spec = parse_study(study(agentic=dict(AGENTIC, n=4), n1=dict(AGENTIC, n=1), n8=dict(AGENTIC, n=8),
+                             n2=dict(AGENTIC, n=2), n2_hot=dict(AGENTIC, n=2, temperature=1.0)))
+    assert spec.best_of_n_sweep() == [(1, "n1"), (2, "n2"), (4, "agentic"), (8, "n8")]
+    assert spec.unclassified_variants() == {"n2_hot": ["n", "temperature"]}
+
+
+def test_no_base_means_no_ablation():
+    spec = parse_study(dict(study(agentic=AGENTIC, no_rag=dict(AGENTIC, researcher=False)), ablation_base=None))
+    assert spec.component_ablations() == [] and spec.best_of_n_sweep() == []
+
+
+def test_expected_cells_span_the_matrix():
+    spec = parse_study(dict(SMALL_STUDY, samples=2))
+    cells = spec.expected_cells()
+    assert len(cells) == 1 * 4 * 3 * 2
+    assert cells[0] == ("m1", "zero_shot", "L1-001", 0) and cells[1] == ("m1", "zero_shot", "L1-001", 1)
+    assert spec.compile_modes == ("inductor-default", "inductor-reduce-overhead", "inductor-max-autotune")
+    assert spec.levels == [1, 2]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"models": {}}, "'models' is empty"),
+    ({"tasks": [{"id": "L1-001"}]}, "missing key 'level'"),
+    ({"tasks": [{"id": "L1-001", "level": "one"}]}, "key 'level' must be a int"),
+    ({"samples": 0}, "'samples' must be a positive integer"),
+    ({"ablation_base": "nope"}, "'ablation_base' names 'nope'"),
+    ({"methods": {"x": {"turns": 1}}}, "method 'x' must be an object with a 'strategy'"),
+    ({"tasks": [{"id": "L1-001", "level": 1}, {"id": "L1-001", "level": 1}]}, "listed more than once: L1-001"),
+])
+def test_invalid_study_says_what_is_wrong(change, message):
+    with pytest.raises(ReportInputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_study(dict(SMALL_STUDY, **change))
+
+
+def test_study_file_errors(tmp_path):
+    with pytest.raises(ReportInputError, match="study file not found"):
+        load_study(tmp_path / "absent.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"device": "cpu",')
+    with pytest.raises(ReportInputError, match=r"not valid JSON: .* \(line 1"):
+        load_study(bad)
+    good = tmp_path / "study.json"
+    good.write_text(json.dumps(SMALL_STUDY))
+    assert load_study(good).device == "cpu"
