@@ -1,0 +1,83 @@
+"""Helpers for running workflows through profiles/slurm on the single-node
+test cluster of tests/slurm/cluster.sh (installed by .ci/slurm.sh)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+CLUSTER = HERE / "cluster.sh"
+PROFILE = REPO / "profiles" / "slurm"
+VENV_BIN = Path(sys.executable).parent
+
+# Options the test cluster needs on top of the profile: no accounting storage,
+# so job states come from squeue; and a short first status check, because a
+# test job lasts seconds where a real one lasts minutes. (`--slurm-no-account`
+# is accepted but has no effect in plugin 2.8.0: with no slurm_account set the
+# plugin tries to guess one, fails, and submits without -A.)
+SLURM_TEST_OPTIONS = [
+    "--slurm-status-command", "squeue",
+    "--slurm-init-seconds-before-status-checks", "1",
+]
+
+
+def workflow_env(**extra: str) -> dict[str, str]:
+    """The environment for a snakemake run: this venv first on PATH (jobs on the
+    node find the same python), no SLURM variables leaking from the caller."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+    env.update(extra)
+    return env
+
+
+def run_snakemake(args: list[str], workdir: Path, timeout: float, **env: str) -> subprocess.CompletedProcess:
+    workdir.mkdir(parents=True, exist_ok=True)
+    snakemake = shutil.which("snakemake", path=str(VENV_BIN)) or "snakemake"
+    proc = subprocess.run(
+        [snakemake, "--directory", str(workdir), *args],
+        cwd=workdir, env=workflow_env(**env), capture_output=True, text=True, timeout=timeout,
+    )
+    (workdir / "snakemake.out").write_text(proc.stdout + proc.stderr)
+    assert proc.returncode == 0, f"snakemake failed ({proc.returncode}):\n{(proc.stdout + proc.stderr)[-6000:]}"
+    return proc
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    job_id: str
+    name: str  # rule_<rule> or group_<group>_<rules>, from the plugin's log folder
+    log: Path
+
+
+def submitted_jobs(workdir: Path) -> list[SlurmJob]:
+    """Jobs the executor plugin submitted, from its kept logs
+    (.snakemake/slurm_logs/<rule_or_group>/[<wildcards>/]<jobid>.log)."""
+    root = workdir / ".snakemake" / "slurm_logs"
+    jobs = []
+    for log in sorted(root.rglob("*.log")):
+        if re.fullmatch(r"\d+", log.stem):
+            jobs.append(SlurmJob(log.stem, log.relative_to(root).parts[0], log))
+    return jobs
+
+
+def scheduler_view(job_ids: list[str]) -> dict[str, tuple[str, str]]:
+    """{job id: (state, partition)} as squeue reports them (finished jobs stay
+    listed for MinJobAge = 300 s on the test cluster)."""
+    out = subprocess.run(
+        ["squeue", "--states=all", "--noheader", "--format=%i|%T|%P", "--jobs", ",".join(job_ids)],
+        capture_output=True, text=True, timeout=30, env=workflow_env(),
+    )
+    assert out.returncode == 0, out.stderr
+    view = {}
+    for line in out.stdout.split():
+        job_id, state, partition = line.split("|")
+        view[job_id] = (state, partition)
+    return view

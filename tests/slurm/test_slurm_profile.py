@@ -1,0 +1,98 @@
+"""profiles/slurm on a real (single-node) SLURM cluster: every job becomes a
+SLURM job on the right partition, the timing job gets its GPU through the slot
+wrapper, small jobs are grouped, and the results equal a local run's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from slurm_helpers import HERE, PROFILE, SLURM_TEST_OPTIONS, run_snakemake, scheduler_view, submitted_jobs
+
+SNAKEFILE = HERE / "Snakefile"
+TASKS = ["L0-001", "L0-002"]
+STEPS = ["prompt", "build", "eval", "select", "final"]
+
+
+def outputs(workdir: Path) -> dict[str, dict]:
+    found = {str(p.relative_to(workdir)): json.loads(p.read_text()) for p in sorted((workdir / "out").rglob("*.json"))}
+    expected = {f"out/tasks/{t}.json" for t in TASKS} | {f"out/{t}/{s}.json" for t in TASKS for s in STEPS}
+    assert set(found) == expected | {"out/report.json"}
+    return found
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_tiny_workflow_runs_as_slurm_jobs_and_matches_a_local_run(slurm_cluster, tmp_path):
+    local_dir, slurm_dir = tmp_path / "local", tmp_path / "slurm"
+    run_snakemake(["-s", str(SNAKEFILE), "--cores", "2", "--resources", "gpu=1"], local_dir, timeout=300)
+    run_snakemake(["-s", str(SNAKEFILE), "--workflow-profile", str(PROFILE), *SLURM_TEST_OPTIONS],
+                  slurm_dir, timeout=900)
+    local, slurm = outputs(local_dir), outputs(slurm_dir)
+
+    # Same results, step by step.
+    assert {k: v["value"] for k, v in slurm.items()} == {k: v["value"] for k, v in local.items()}
+    assert all(v["where"]["SLURM_JOB_ID"] is None for v in local.values())
+
+    # Every step ran inside a SLURM job that the plugin submitted and logged,
+    # and squeue saw each of those jobs complete.
+    jobs = submitted_jobs(slurm_dir)
+    logged_ids = {job.job_id for job in jobs}
+    recorded_ids = {v["where"]["SLURM_JOB_ID"] for v in slurm.values()}
+    assert None not in recorded_ids
+    assert recorded_ids == logged_ids
+    view = scheduler_view(sorted(logged_ids))
+    assert {job_id: state for job_id, (state, _) in view.items()} == {job_id: "COMPLETED" for job_id in logged_ids}
+
+    # Partitions: timing on the GPU partition, everything else on the CPU one;
+    # the recorded partition is the one the scheduler ran the job on.
+    for path, rec in slurm.items():
+        where = rec["where"]
+        assert view[where["SLURM_JOB_ID"]][1] == where["SLURM_JOB_PARTITION"], path
+        if path.endswith("/eval.json"):
+            # SLURM gave the job its GPU (CUDA_VISIBLE_DEVICES=0); the wrapper
+            # mapped slot 0 onto it rather than inventing an id.
+            assert where["SLURM_JOB_PARTITION"] == "gpu", path
+            assert where["CUDA_VISIBLE_DEVICES"] == "0" and where["KERNELSWEEP_GPU_SLOT"] == "0", path
+        else:
+            assert where["SLURM_JOB_PARTITION"] == "cpu", path
+            assert where["CUDA_VISIBLE_DEVICES"] is None, path
+
+    # Grouping: the two prompt jobs shared one submission, likewise select, final.
+    for step in ("prompt", "select", "final"):
+        ids = {slurm[f"out/{t}/{step}.json"]["where"]["SLURM_JOB_ID"] for t in TASKS}
+        assert len(ids) == 1, f"{step} jobs were not grouped: {ids}"
+    names = {job.name for job in jobs}
+    assert {"group_prompts_prompt", "group_selects_select", "group_finals_final", "rule_evaluate"} <= names
+    # Evaluations and compiles stay one job per candidate.
+    assert len({slurm[f"out/{t}/eval.json"]["where"]["SLURM_JOB_ID"] for t in TASKS}) == 2
+
+
+def dry_run_resources(tmp_path: Path, **env: str) -> dict[str, str]:
+    """The resources snakemake would give the evaluate jobs under the profile."""
+    proc = run_snakemake(["-s", str(SNAKEFILE), "--workflow-profile", str(PROFILE), "-n"], tmp_path, timeout=120, **env)
+    text = proc.stdout + proc.stderr
+    block = text[text.index("rule evaluate:"):]
+    line = next(l for l in block.splitlines() if l.strip().startswith("resources:"))
+    return dict(item.split("=", 1) for item in line.split(":", 1)[1].strip().split(", "))
+
+
+@pytest.mark.slurm
+def test_profile_environment_knobs(slurm_cluster, tmp_path):
+    default = dry_run_resources(tmp_path / "a")
+    assert default["slurm_partition"] == "gpu" and default["gpu"] == "1" and "gpu_model" not in default
+    assert "slurm_account" not in default
+
+    custom = dry_run_resources(
+        tmp_path / "b",
+        KERNELSWEEP_SLURM_GPU_PARTITION="a100q", KERNELSWEEP_SLURM_GPU_MODEL="a100",
+        KERNELSWEEP_SLURM_ACCOUNT="proj42",
+    )
+    assert custom["slurm_partition"] == "a100q" and custom["gpu_model"] == "a100"
+    assert custom["slurm_account"] == "proj42"
+
+    cpu_study = dry_run_resources(tmp_path / "c", KERNELSWEEP_SLURM_TIMING_GPUS="0",
+                                  KERNELSWEEP_SLURM_CPU_PARTITION="short")
+    assert cpu_study["slurm_partition"] == "short" and cpu_study["gpu"] == "0"
