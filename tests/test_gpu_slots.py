@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -240,12 +241,14 @@ def test_slot_count_sources(monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setenv(gpu_slots.ENV_GPUS, "2")
     assert gpu_slots.slot_devices() == ["0", "1"]
+    assert gpu_slots.slot_devices("auto") == ["0", "1"]
     assert gpu_slots.slot_devices("0") == ["cpu"]
     assert gpu_slots.slot_devices("cpu") == ["cpu"]
     monkeypatch.delenv(gpu_slots.ENV_GPUS)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-aaaa,GPU-bbbb")
     assert gpu_slots.slot_devices() == ["GPU-aaaa", "GPU-bbbb"]
     assert gpu_slots.slot_devices(1) == ["GPU-aaaa"]
+    assert gpu_slots.slot_devices("auto") == ["GPU-aaaa", "GPU-bbbb"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert gpu_slots.slot_devices() == ["cpu"]  # nothing visible: the CPU slot
     with pytest.raises(gpu_slots.SlotError, match="GPU count"):
@@ -259,9 +262,12 @@ def test_slots_dir_resolution_and_slurm_scoping(monkeypatch, tmp_path):
     monkeypatch.setenv(gpu_slots.ENV_SLOTS_DIR, str(tmp_path / "env"))
     assert gpu_slots.resolve_slots_dir(None, "results") == tmp_path / "env"
     assert gpu_slots.resolve_slots_dir(tmp_path / "flag") == tmp_path / "flag"
-    # Inside a SLURM job the slots belong to that allocation alone.
+    # Inside a SLURM job GPU slots belong to that allocation alone; the CPU
+    # slot to the node, whose cores all jobs there share.
     monkeypatch.setenv("SLURM_JOB_ID", "4242")
     assert gpu_slots.resolve_slots_dir(tmp_path / "flag") == tmp_path / "flag" / "slurm-4242"
+    host = socket.gethostname()
+    assert gpu_slots.resolve_slots_dir(tmp_path / "flag", cpu=True) == tmp_path / "flag" / f"node-{host}"
     monkeypatch.delenv(gpu_slots.ENV_SLOTS_DIR)
     monkeypatch.setenv("TMPDIR", str(tmp_path / "node-local"))
     assert gpu_slots.resolve_slots_dir(None) == tmp_path / "node-local" / "kernelsweep-gpu-slots" / "slurm-4242"

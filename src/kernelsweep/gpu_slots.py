@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ENV_SLOTS_DIR = "KERNELSWEEP_GPU_SLOTS_DIR"
-ENV_GPUS = "KERNELSWEEP_GPUS"  # slot count override: an integer, or "cpu"
+ENV_GPUS = "KERNELSWEEP_GPUS"  # slot count override: an integer, "cpu" or "auto"
 ENV_SLOT = "KERNELSWEEP_GPU_SLOT"  # set for the child: the device it was given
 CPU_DEVICE = "cpu"
 DEFAULT_TIMEOUT_S = 6 * 3600.0
@@ -81,15 +81,17 @@ class SlotClaim:
         self.release()
 
 
-def _parse_gpus(value: str | int, origin: str) -> int | str:
-    """An integer >= 0, or "cpu" (0 means cpu too)."""
+def _parse_gpus(value: str | int, origin: str) -> int | str | None:
+    """An integer >= 0, "cpu" (0 means cpu too), or "auto" (None: detect)."""
     text = str(value).strip().lower()
     if text == CPU_DEVICE:
         return CPU_DEVICE
+    if text == "auto":
+        return None
     try:
         count = int(text)
     except ValueError:
-        raise SlotError(f"{origin}: expected a GPU count or 'cpu', got {value!r}") from None
+        raise SlotError(f"{origin}: expected a GPU count, 'cpu' or 'auto', got {value!r}") from None
     if count < 0:
         raise SlotError(f"{origin}: GPU count must be >= 0, got {count}")
     return CPU_DEVICE if count == 0 else count
@@ -125,7 +127,8 @@ def detect_gpu_count() -> int:
 def slot_devices(gpus: str | int | None = None) -> list[str]:
     """The device behind each slot, in slot order.
 
-    `gpus` (else $KERNELSWEEP_GPUS) gives the count, or "cpu"/0 for one CPU slot.
+    `gpus` (else $KERNELSWEEP_GPUS) gives the count, "cpu"/0 for one CPU slot,
+    or "auto"/None to detect.
     When CUDA_VISIBLE_DEVICES is already set (SLURM does), slot i is its i-th
     entry; otherwise slot i is GPU i. With no count given and no GPU found, the
     single CPU slot is used, so timings are still serialised.
@@ -133,7 +136,7 @@ def slot_devices(gpus: str | int | None = None) -> list[str]:
     requested: int | str | None = None
     if gpus is not None:
         requested = _parse_gpus(gpus, "--gpus")
-    elif os.environ.get(ENV_GPUS, "").strip():
+    if requested is None and os.environ.get(ENV_GPUS, "").strip():
         requested = _parse_gpus(os.environ[ENV_GPUS], ENV_GPUS)
     if requested == CPU_DEVICE:
         return [CPU_DEVICE]
@@ -155,13 +158,17 @@ def slot_devices(gpus: str | int | None = None) -> list[str]:
     return [str(i) for i in range(requested)]
 
 
-def resolve_slots_dir(slots_dir: str | os.PathLike | None = None, results: str | os.PathLike = "results") -> Path:
+def resolve_slots_dir(
+    slots_dir: str | os.PathLike | None = None,
+    results: str | os.PathLike = "results",
+    cpu: bool = False,
+) -> Path:
     """--slots-dir, else $KERNELSWEEP_GPU_SLOTS_DIR, else <results>/.gpu-slots.
 
-    Inside a SLURM job the devices belong to that allocation alone, so slots are
-    scoped to it: a node-local folder by default (flock is unreliable on some
-    shared filesystems) and always a per-job subfolder, so jobs on other nodes,
-    whose "GPU 0" is another card, never wait for each other.
+    Inside a SLURM job the default is node-local (flock is unreliable on some
+    shared filesystems), and slots are scoped: GPU slots to the job, whose
+    allocation owns its GPUs (another node's "GPU 0" is another card); the CPU
+    slot to the node, whose cores every job there shares unless pinned.
     """
     slurm_job = os.environ.get("SLURM_JOB_ID")
     if slots_dir:
@@ -173,7 +180,7 @@ def resolve_slots_dir(slots_dir: str | os.PathLike | None = None, results: str |
     else:
         base = Path(results) / ".gpu-slots"
     if slurm_job:
-        base = base / f"slurm-{slurm_job}"
+        base = base / (f"node-{socket.gethostname()}" if cpu else f"slurm-{slurm_job}")
     return base
 
 
@@ -277,7 +284,7 @@ def run_with_slot(
     if not command:
         raise SlotError("no command given; usage: python -m kernelsweep.gpu_slots run [options] -- CMD ARGS...")
     devices = slot_devices(gpus)
-    directory = resolve_slots_dir(slots_dir, results)
+    directory = resolve_slots_dir(slots_dir, results, cpu=devices == [CPU_DEVICE])
     with claim_slot(directory, devices, timeout, label=f"cmd={' '.join(command)[:200]}") as claim:
         child: subprocess.Popen | None = None
         pending: list[int] = []  # signals that arrived before the child existed
@@ -313,8 +320,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--results", default="results", help="results folder, for the default slots dir")
     run.add_argument(
         "--gpus",
-        help=f"number of GPU slots, or 'cpu'/0 for one CPU slot (default: ${ENV_GPUS}, "
-        "CUDA_VISIBLE_DEVICES, or the GPUs found)",
+        help=f"number of GPU slots, 'cpu'/0 for one CPU slot, or 'auto' (the default: ${ENV_GPUS}, "
+        "else the CUDA_VISIBLE_DEVICES entries, else the GPUs found)",
     )
     run.add_argument(
         "--timeout", type=float, default=DEFAULT_TIMEOUT_S,
