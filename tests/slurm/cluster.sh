@@ -59,7 +59,8 @@ write_config() {
     done
     mkdir -p "$CONF_DIR" "$STATE_DIR/state" "$STATE_DIR/spool" "$STATE_DIR/log"
     cat >"$CONF" <<EOF
-$MARKER: a single-node test cluster on loopback.
+$MARKER
+# A single-node test cluster on loopback.
 ClusterName=kernelsweep-test
 SlurmctldHost=${node}(127.0.0.1)
 SlurmctldPort=${CTLD_PORT}
