@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from synthetic import ResultsWriter, constant
 
+from kernelsweep.report.baselines import Comparator
 from kernelsweep.report.collect import collect
 
 
@@ -142,3 +143,28 @@ def test_empty_results_folder_gives_only_missing_cells(tmp_path, small_study):
     (tmp_path / "empty").mkdir()
     c = collect(tmp_path / "empty", spec)
     assert (c.cells["status"] == "missing").all() and c.candidates.empty
+
+
+def test_candidates_of_one_batched_call_count_as_one_call(small_study):
+    """n candidates sampled in one request share a call_id: one call, its tokens once."""
+    results, _, spec = small_study
+    cell_dir = results / "runs/m1/agentic/L1-002/s0/t0"
+    for cand in ("c0", "c1"):
+        path = cell_dir / cand / "response.json"
+        path.write_text(json.dumps(dict(json.loads(path.read_text()), call_id="batch-1")))
+    final = results / "runs/m1/agentic/L1-002/s0/final.json"
+    final.write_text(json.dumps(dict(json.loads(final.read_text()), llm_calls=1)))
+    c = collect(results, spec)
+    row = cell(c.cells, "agentic", "L1-002")
+    assert (row["llm_calls"], row["tokens"]) == (1, 150)
+    assert c.problems == []
+
+
+def test_parallel_comparisons_give_the_same_tables(small_study, monkeypatch):
+    results, _, spec = small_study
+    serial = collect(results, spec, jobs=1)
+    monkeypatch.setattr(Comparator, "PARALLEL_FROM", 1)  # the small study has only a few comparisons
+    parallel = collect(results, spec, jobs=2)
+    pd.testing.assert_frame_equal(serial.cells, parallel.cells)
+    pd.testing.assert_frame_equal(serial.candidates, parallel.candidates)
+    assert serial.cells["speedup_compile"].notna().sum() == 6  # the numerically correct finals with a baseline

@@ -38,9 +38,16 @@ def test_best_of_n_sweep_includes_the_base_and_only_n_variants():
     assert spec.unclassified_variants() == {"n2_hot": ["n", "temperature"]}
 
 
-def test_no_base_means_no_ablation():
-    spec = parse_study(dict(study(agentic=AGENTIC, no_rag=dict(AGENTIC, researcher=False)), ablation_base=None))
+@pytest.mark.parametrize("base, why", [
+    (None, "no ablation base is configured"),
+    ("absent", "the ablation base 'absent' is not a method of this study"),
+    ("zero_shot", "the ablation base 'zero_shot' is not an agentic method"),
+])
+def test_no_usable_base_means_no_ablation_and_says_why(base, why):
+    methods = {"zero_shot": {"strategy": "zero_shot"}, "agentic": AGENTIC, "no_rag": dict(AGENTIC, researcher=False)}
+    spec = parse_study(dict(SMALL_STUDY, methods=methods, ablation_base=base))
     assert spec.component_ablations() == [] and spec.best_of_n_sweep() == []
+    assert spec.ablation_status() == why
 
 
 def test_expected_cells_span_the_matrix():
@@ -57,7 +64,7 @@ def test_expected_cells_span_the_matrix():
     ({"tasks": [{"id": "L1-001"}]}, "missing key 'level'"),
     ({"tasks": [{"id": "L1-001", "level": "one"}]}, "key 'level' must be a int"),
     ({"samples": 0}, "'samples' must be a positive integer"),
-    ({"ablation_base": "nope"}, "'ablation_base' names 'nope'"),
+    ({"ablation_base": 3}, "'ablation_base' must be a method name"),
     ({"methods": {"x": {"turns": 1}}}, "method 'x' must be an object with a 'strategy'"),
     ({"tasks": [{"id": "L1-001", "level": 1}, {"id": "L1-001", "level": 1}]}, "listed more than once: L1-001"),
 ])

@@ -9,10 +9,11 @@ the task, so beating it means beating every torch.compile mode measured."""
 
 from __future__ import annotations
 
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from kernelsweep import metrics
+from kernelsweep import metrics, verdict
 
 BEST_COMPILE = "compile"  # column prefix of the comparison with the fastest torch.compile mode
 
@@ -80,37 +81,56 @@ def timing_column_names(compile_modes: tuple[str, ...]) -> list[str]:
     return list(_blank("eager")) + compile_column_names(compile_modes)
 
 
+def _compare(pair: tuple[list[float], list[float]]) -> dict[str, Any]:
+    return metrics.compare_timings(*pair)
+
+
 class Comparator:
-    """Speedup columns of an eval record; compile comparisons are memoised because
-    a cell's final result repeats one of its candidates."""
+    """Fills the speedup columns of result rows. Against eager it copies the
+    evaluator's measurement; the torch.compile comparisons (a bootstrap each) are
+    queued and computed once per distinct pair by resolve(), in parallel when asked.
+    metrics seeds every bootstrap itself, so order and process do not change a number."""
+
+    PARALLEL_FROM = 64  # fewer comparisons are not worth starting processes
 
     def __init__(self, compile_modes: tuple[str, ...]):
         self.compile_modes = compile_modes
-        self._memo: dict[tuple, dict[str, Any]] = {}
+        self._pending: dict[tuple, list[tuple[dict[str, Any], str]]] = {}
+        self._pairs: dict[tuple, tuple[list[float], list[float]]] = {}
 
-    def columns(self, result: Mapping[str, Any] | None, baseline: Baseline | None) -> dict[str, Any]:
-        row: dict[str, Any] = {}
+    def fill(self, row: dict[str, Any], result: Mapping[str, Any] | None, baseline: Baseline | None) -> None:
         result = result or {}
         ci = result.get("speedup_ci") or [None, None]
         row.update({"speedup_eager": result.get("speedup"), "speedup_eager_lo": ci[0], "speedup_eager_hi": ci[1],
                     "verdict_eager": result.get("timing_verdict"), "faster_eager": result.get("faster")})
-        samples = tuple((result.get("runtime_ms") or {}).get("samples") or ())
+        for prefix in [*map(column_prefix, self.compile_modes), BEST_COMPILE]:
+            row.update(_blank(prefix))
         best = baseline.best_compile_mode(self.compile_modes) if baseline else None
-        for mode in self.compile_modes:
-            prefix = column_prefix(mode)
-            if baseline is None or mode not in baseline.samples or len(samples) < 2:
-                row.update(_blank(prefix))
-                continue
-            row.update(_columns(prefix, self._compare(baseline, mode, samples)))
-        if best is None or len(samples) < 2:
-            row.update(_blank(BEST_COMPILE))
-        else:
-            row.update(_columns(BEST_COMPILE, self._compare(baseline, best, samples)))
         row["best_compile_mode"] = best
-        return row
+        # Only a numerically correct candidate's time means anything (a cheat's is not a speedup).
+        timed = result.get("correct") is True and result.get("category") in verdict.NUMERICALLY_CORRECT
+        samples = tuple((result.get("runtime_ms") or {}).get("samples") or ()) if timed else ()
+        if baseline is None or len(samples) < 2:
+            return
+        wanted = [(mode, column_prefix(mode)) for mode in self.compile_modes if mode in baseline.samples]
+        if best is not None:
+            wanted.append((best, BEST_COMPILE))
+        for mode, prefix in wanted:
+            key = (baseline.task, mode, samples)
+            self._pairs.setdefault(key, (baseline.samples[mode], list(samples)))
+            self._pending.setdefault(key, []).append((row, prefix))
 
-    def _compare(self, baseline: Baseline, mode: str, samples: tuple[float, ...]) -> dict[str, Any]:
-        key = (baseline.task, mode, samples)
-        if key not in self._memo:
-            self._memo[key] = metrics.compare_timings(baseline.samples[mode], list(samples))
-        return self._memo[key]
+    def resolve(self, jobs: int = 1) -> None:
+        """Compute every queued comparison and write it into its rows."""
+        keys = list(self._pending)
+        pairs = [self._pairs[k] for k in keys]
+        if jobs > 1 and len(keys) >= self.PARALLEL_FROM:
+            with ProcessPoolExecutor(max_workers=jobs) as pool:
+                results = list(pool.map(_compare, pairs, chunksize=max(1, len(pairs) // (8 * jobs))))
+        else:
+            results = [_compare(pair) for pair in pairs]
+        for key, comparison in zip(keys, results):
+            for row, prefix in self._pending[key]:
+                row.update(_columns(prefix, comparison))
+        self._pending.clear()
+        self._pairs.clear()

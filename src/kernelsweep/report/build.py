@@ -32,11 +32,13 @@ def _write_frame(frame: pd.DataFrame, folder: Path, name: str) -> list[Path]:
     return [parquet, csv]
 
 
-def build_report(results: str | Path, out: str | Path, spec: StudySpec) -> ReportResult:
+def build_report(results: str | Path, out: str | Path, spec: StudySpec, jobs: int = 1) -> ReportResult:
+    """Every report file under `out` from the raw files under `results`; `jobs`
+    processes share the torch.compile comparisons."""
     results, out = Path(results), Path(out)
     if not results.is_dir():
         raise ReportInputError(f"results folder not found: {results}")
-    collection = collect(results, spec)
+    collection = collect(results, spec, jobs)
     files = _write_frame(collection.candidates, out, "candidates") + _write_frame(collection.cells, out, "cells")
     tables = build_tables(collection.cells, collection.candidates, spec)
     for table in tables:

@@ -14,6 +14,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="STUDY.json: models, methods, tasks, samples and the resolved config "
                              "(written by the Snakemake report rule)")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: RESULTS/report)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="processes for the torch.compile comparisons (one bootstrap each; default 1)")
     parser.add_argument("--strict", action="store_true",
                         help="exit with status 1 if any raw file was left out or any data check failed")
 
@@ -23,11 +25,13 @@ def main(args: argparse.Namespace) -> int:
 
     try:
         spec = load_study(args.study)
+        if args.jobs < 1:
+            raise ReportInputError(f"--jobs must be at least 1, got {args.jobs}")
         if not args.results.is_dir():
             raise ReportInputError(f"results folder not found: {args.results}")
         from kernelsweep.report.build import build_report  # pandas and matplotlib: only once inputs are fine
 
-        result = build_report(args.results, args.out or args.results / "report", spec)
+        result = build_report(args.results, args.out or args.results / "report", spec, args.jobs)
     except ReportInputError as e:
         print(f"kernelsweep report: error: {e}", file=sys.stderr)
         return 2

@@ -160,6 +160,19 @@ def _response_records(cell_dir: Path, reader: _Reader) -> list[dict[str, Any]]:
     return records
 
 
+def _calls(responses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The model calls behind the records: a stopped turn made none, and records that
+    share a call_id (n candidates of one batched request) are one call."""
+    calls, seen = [], set()
+    for record in responses:
+        call_id = record.get("call_id")
+        if record.get("status") == "stopped" or (call_id is not None and call_id in seen):
+            continue
+        seen.add(call_id)
+        calls.append(record)
+    return calls
+
+
 class _Collector:
     def __init__(self, results: Path, spec: StudySpec):
         self.results = results
@@ -253,9 +266,9 @@ class _Collector:
             cell.update({"category": status, "compiled": False, "correct": False, "custom_kernel": False,
                          "kernel_success": False, "plain_pytorch_correct": False})
         device_name = ((result or {}).get("provenance") or {}).get("device_name")
-        cell.update(self.comparator.columns(result, self._baseline_for(task, device_name) if result else None))
+        self.comparator.fill(cell, result, self._baseline_for(task, device_name) if result else None)
 
-        calls = [r for r in responses if r.get("status") != "stopped"]
+        calls = _calls(responses)
         prompt_tokens = [_usage(r)[0] for r in calls]
         completion_tokens = [_usage(r)[1] for r in calls]
         cell.update({
@@ -306,8 +319,8 @@ class _Collector:
         if record:
             self._check_eval(eval_path, record, key["task"])
         provenance = (record or {}).get("provenance") or {}
-        row.update(self.comparator.columns(
-            record, self._baseline_for(key["task"], provenance.get("device_name")) if record else None))
+        self.comparator.fill(row, record, self._baseline_for(key["task"], provenance.get("device_name"))
+                             if record else None)
         prompt_tokens, completion_tokens = _usage(response)
         error = (record or {}).get("error") or {}
         row.update({
@@ -372,14 +385,16 @@ class _Collector:
                       if model.name not in self.spec.models or method.name not in self.spec.methods)
 
 
-def collect(results: str | Path, spec: StudySpec) -> Collection:
-    """Read every expected cell of the study from `results` (docs/results.md)."""
+def collect(results: str | Path, spec: StudySpec, jobs: int = 1) -> Collection:
+    """Read every expected cell of the study from `results` (docs/results.md);
+    `jobs` processes compute the torch.compile comparisons."""
     collector = _Collector(Path(results), spec)
     cells, candidates = [], []
     for model, method, task, sample in spec.expected_cells():
         cell, cands = collector.cell(model, method, task, sample)
         cells.append(cell)
         candidates.extend(cands)
+    collector.comparator.resolve(jobs)
     # A baseline from another device compares nothing: blank the task's compile columns everywhere.
     compile_columns = compile_column_names(spec.compile_modes)
     for row in cells + candidates:

@@ -104,6 +104,16 @@ class StudySpec:
         return {name: sorted(_differing_keys(base, spec)) for name, spec in self.methods.items()
                 if _is_agentic(spec) and name != self.ablation_base and name not in used}
 
+    def ablation_status(self) -> str | None:
+        """Why there is no ablation base, or None when there is one."""
+        if not self.ablation_base:
+            return "no ablation base is configured"
+        if self.ablation_base not in self.methods:
+            return f"the ablation base '{self.ablation_base}' is not a method of this study"
+        if not _is_agentic(self.methods[self.ablation_base]):
+            return f"the ablation base '{self.ablation_base}' is not an agentic method"
+        return None
+
     def _agentic_base(self) -> dict[str, Any] | None:
         base = self.methods.get(self.ablation_base or "")
         return base if base is not None and _is_agentic(base) else None
@@ -159,9 +169,8 @@ def parse_study(data: Any, where: str = "study") -> StudySpec:
     if not isinstance(modes, list) or not all(isinstance(m, str) for m in modes):
         raise ReportInputError(f"{where}: 'baseline_modes' must be a list of mode names")
     base = data.get("ablation_base")
-    if base is not None and base not in methods:
-        raise ReportInputError(f"{where}: 'ablation_base' names '{base}', which is not one of the methods "
-                               f"({', '.join(methods)})")
+    if base is not None and not isinstance(base, str):
+        raise ReportInputError(f"{where}: 'ablation_base' must be a method name")
     return StudySpec(
         device=_require(data, "device", str, where),
         precision=str(data.get("precision", "fp32")),

@@ -200,7 +200,8 @@ def ablation(cells: pd.DataFrame, spec: StudySpec, summaries: Summaries | None =
     unclassified = spec.unclassified_variants()
     note = " ".join(filter(None, [
         f"Base (full system): '{spec.ablation_base}'. Each other row is an agentic method that differs from it in "
-        "exactly one flag (or runs a single turn)." if spec.ablation_base else "No ablation base is configured.",
+        "exactly one flag (or runs a single turn)." if spec.ablation_status() is None
+        else f"No component ablation: {spec.ablation_status()}.",
         "Deltas are in percentage points against the full system, on the tasks where both have a final result, "
         "with a paired bootstrap interval over tasks.", COMMON_NOTE,
         ("Agentic methods left out (they differ from the base in more than one key): "
@@ -230,7 +231,8 @@ def best_of_n(cells: pd.DataFrame, spec: StudySpec, summaries: Summaries | None 
             })
     note = " ".join([
         f"Candidates per turn (n) for '{spec.ablation_base}' and the agentic methods that differ from it only in n."
-        if sweep else "No best-of-n sweep in this study (no agentic methods that differ from the base only in n).",
+        if sweep else "No best-of-n sweep in this study: " + (spec.ablation_status() or
+                                                              "no agentic method differs from the base only in n") + ".",
         COMMON_NOTE, "LLM calls and tokens include the agentic roles (analysis, brief, feedback)."])
     return Table("best_of_n", "Best-of-n scaling", note, pd.DataFrame(rows),
                  [Part(None, pd.DataFrame(display), "no best-of-n sweep in this study")])
