@@ -13,7 +13,11 @@ from slurm_helpers import HERE, PROFILE, SLURM_TEST_OPTIONS, run_snakemake, sche
 
 SNAKEFILE = HERE / "Snakefile"
 TASKS = ["L0-001", "L0-002"]
-STEPS = ["prompt", "build", "eval", "select", "final"]
+STEPS = ["analysis", "brief", "prompt", "candidate", "build", "eval", "select", "final"]
+# Steps of rules the workflow marks `localrule` (they run beside Snakemake),
+# and the partition every other step must have run on.
+LOCAL_STEPS = {"tasks", "prompt", "select", "final", "report"}
+PARTITION = {"analysis": "cpu", "brief": "cpu", "candidate": "cpu", "build": "cpu", "eval": "gpu"}
 
 
 def outputs(workdir: Path) -> dict[str, dict]:
@@ -21,6 +25,10 @@ def outputs(workdir: Path) -> dict[str, dict]:
     expected = {f"out/tasks/{t}.json" for t in TASKS} | {f"out/{t}/{s}.json" for t in TASKS for s in STEPS}
     assert set(found) == expected | {"out/report.json"}
     return found
+
+
+def step_of(path: str) -> str:
+    return "tasks" if path.startswith("out/tasks/") else Path(path).stem
 
 
 @pytest.mark.slurm
@@ -36,11 +44,13 @@ def test_tiny_workflow_runs_as_slurm_jobs_and_matches_a_local_run(slurm_cluster,
     assert {k: v["value"] for k, v in slurm.items()} == {k: v["value"] for k, v in local.items()}
     assert all(v["where"]["SLURM_JOB_ID"] is None for v in local.values())
 
-    # Every step ran inside a SLURM job that the plugin submitted and logged,
-    # and squeue saw each of those jobs complete.
+    # Local rules ran beside Snakemake; every other step inside a SLURM job
+    # that the plugin submitted and logged, and that squeue saw complete.
+    remote = {k: v for k, v in slurm.items() if step_of(k) not in LOCAL_STEPS}
+    assert all(v["where"]["SLURM_JOB_ID"] is None for k, v in slurm.items() if k not in remote)
     jobs = submitted_jobs(slurm_dir)
     logged_ids = {job.job_id for job in jobs}
-    recorded_ids = {v["where"]["SLURM_JOB_ID"] for v in slurm.values()}
+    recorded_ids = {v["where"]["SLURM_JOB_ID"] for v in remote.values()}
     assert None not in recorded_ids
     assert recorded_ids == logged_ids
     view = scheduler_view(sorted(logged_ids))
@@ -48,25 +58,22 @@ def test_tiny_workflow_runs_as_slurm_jobs_and_matches_a_local_run(slurm_cluster,
 
     # Partitions: timing on the GPU partition, everything else on the CPU one;
     # the recorded partition is the one the scheduler ran the job on.
-    for path, rec in slurm.items():
+    for path, rec in remote.items():
         where = rec["where"]
+        assert where["SLURM_JOB_PARTITION"] == PARTITION[step_of(path)], path
         assert view[where["SLURM_JOB_ID"]][1] == where["SLURM_JOB_PARTITION"], path
-        if path.endswith("/eval.json"):
+        if step_of(path) == "eval":
             # SLURM gave the job its GPU (CUDA_VISIBLE_DEVICES=0); the wrapper
             # mapped slot 0 onto it rather than inventing an id.
-            assert where["SLURM_JOB_PARTITION"] == "gpu", path
             assert where["CUDA_VISIBLE_DEVICES"] == "0" and where["KERNELSWEEP_GPU_SLOT"] == "0", path
         else:
-            assert where["SLURM_JOB_PARTITION"] == "cpu", path
             assert where["CUDA_VISIBLE_DEVICES"] is None, path
 
-    # Grouping: the two prompt jobs shared one submission, likewise select, final.
-    for step in ("prompt", "select", "final"):
-        ids = {slurm[f"out/{t}/{step}.json"]["where"]["SLURM_JOB_ID"] for t in TASKS}
-        assert len(ids) == 1, f"{step} jobs were not grouped: {ids}"
-    names = {job.name for job in jobs}
-    assert {"group_prompts_prompt", "group_selects_select", "group_finals_final", "rule_evaluate"} <= names
-    # Evaluations and compiles stay one job per candidate.
+    # Grouping: both cells' analyze + research calls shared one submission.
+    role_ids = {slurm[f"out/{t}/{s}.json"]["where"]["SLURM_JOB_ID"] for t in TASKS for s in ("analysis", "brief")}
+    assert len(role_ids) == 1, f"analyze/research were not grouped: {role_ids}"
+    assert any(job.name.startswith("group_roles") for job in jobs), [job.name for job in jobs]
+    # Timing jobs stay one per candidate.
     assert len({slurm[f"out/{t}/eval.json"]["where"]["SLURM_JOB_ID"] for t in TASKS}) == 2
 
 
