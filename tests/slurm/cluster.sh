@@ -87,9 +87,10 @@ ReturnToService=2
 # has, so profiles/slurm's real requests schedule unchanged. Nothing enforces
 # the sizes (no cgroups): jobs simply share the real cores.
 SlurmdParameters=config_overrides
-# Finished jobs stay visible to squeue for 5 minutes: the executor plugin reads
-# their final state there, as sacct has no accounting storage to ask.
-MinJobAge=300
+# Finished jobs stay visible to squeue for 2 hours: the executor plugin reads
+# their final state there (sacct has no accounting storage to ask), and so do
+# the tests, after runs that last many minutes.
+MinJobAge=7200
 SchedulerParameters=sched_interval=2
 GresTypes=gpu
 NodeName=${node} NodeAddr=127.0.0.1 CPUs=16 RealMemory=65536 Gres=gpu:fake:1 State=UNKNOWN

@@ -70,7 +70,7 @@ def submitted_jobs(workdir: Path) -> list[SlurmJob]:
 
 def scheduler_view(job_ids: list[str]) -> dict[str, tuple[str, str]]:
     """{job id: (state, partition)} as squeue reports them (finished jobs stay
-    listed for MinJobAge = 300 s on the test cluster)."""
+    listed for MinJobAge = 2 h on the test cluster)."""
     out = subprocess.run(
         ["squeue", "--states=all", "--noheader", "--format=%i|%T|%P", "--jobs", ",".join(job_ids)],
         capture_output=True, text=True, timeout=30, env=workflow_env(),

@@ -1,0 +1,68 @@
+"""The real demo study through profiles/slurm: its verdicts must equal those of
+a local run (`snakemake --cores 2 --configfile config/config.yaml`).
+
+Timings differ between any two runs, so only what does not depend on them is
+compared: the cells, each cell's status, and the best candidate's category
+(the three correct_* categories collapsed into one), compiled, correct and
+custom_kernel flags.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from slurm_helpers import PROFILE, REPO, SLURM_TEST_OPTIONS, run_snakemake, scheduler_view, submitted_jobs
+
+CONFIG = REPO / "config" / "config.yaml"
+SNAKEFILE = REPO / "Snakefile"
+CORRECT_CUSTOM = {"correct_slower", "correct_tie", "correct_faster"}
+
+pytestmark = [
+    pytest.mark.slurm,
+    pytest.mark.slow,
+    pytest.mark.skipif(not (CONFIG.exists() and SNAKEFILE.exists()),
+                       reason="the demo study (Snakefile, config/config.yaml) is not in this checkout"),
+]
+
+
+def verdicts(workdir: Path) -> dict[str, dict]:
+    finals = sorted((workdir / "results" / "runs").rglob("final.json"))
+    assert finals, f"no final.json under {workdir / 'results'}"
+    table = {}
+    for path in finals:
+        final = json.loads(path.read_text())
+        result = final.get("result") or {}
+        category = result.get("category")
+        table[str(path.parent.relative_to(workdir / "results" / "runs"))] = {
+            "status": final.get("status"),
+            "category": "correct_custom_kernel" if category in CORRECT_CUSTOM else category,
+            "compiled": result.get("compiled"),
+            "correct": result.get("correct"),
+            "custom_kernel": result.get("custom_kernel"),
+        }
+    return table
+
+
+def test_demo_study_on_slurm_matches_a_local_run(slurm_cluster, tmp_path):
+    common = ["-s", str(SNAKEFILE), "--configfile", str(CONFIG)]
+    local_dir, slurm_dir = tmp_path / "local", tmp_path / "slurm"
+    run_snakemake([*common, "--cores", "2"], local_dir, timeout=3600)
+    # A `device: cpu` study: timing jobs on the CPU partition, no GPU requested.
+    run_snakemake([*common, "--workflow-profile", str(PROFILE), *SLURM_TEST_OPTIONS], slurm_dir,
+                  timeout=5400, KERNELSWEEP_SLURM_TIMING_GPUS="0")
+
+    local, slurm = verdicts(local_dir), verdicts(slurm_dir)
+    assert set(slurm) == set(local)
+    mismatches = {cell: (local[cell], slurm[cell]) for cell in local if local[cell] != slurm[cell]}
+    assert not mismatches, json.dumps(mismatches, indent=1)
+
+    # The cluster did the work: one completed SLURM job per evaluation.
+    jobs = submitted_jobs(slurm_dir)
+    evaluate_ids = [job.job_id for job in jobs if job.name == "rule_evaluate"]
+    assert len(evaluate_ids) == len(list((slurm_dir / "results" / "runs").rglob("eval.json"))) > 0
+    states = scheduler_view([job.job_id for job in jobs])
+    assert {state for state, _ in states.values()} == {"COMPLETED"}
+    assert {states[i][1] for i in evaluate_ids} == {"cpu"}
