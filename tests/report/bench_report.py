@@ -1,12 +1,15 @@
 """Benchmark of `kernelsweep report` on a synthetic study of realistic size
 (prints figures; not a test). Usage:
 
-    python tests/report/bench_report.py [--tasks 100] [--samples 1] [--keep DIR]
+    python tests/report/bench_report.py [--tasks 100] [--samples 1] [--jobs 1] [--keep DIR]
+
+With --keep, the synthetic results are written once into DIR and reused by later runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 import tempfile
@@ -60,6 +63,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=100)
     parser.add_argument("--samples", type=int, default=1)
+    parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--keep", type=Path, default=None, help="write the synthetic results here and keep them")
     args = parser.parse_args()
     from kernelsweep.report.collect import collect
@@ -69,9 +73,11 @@ def main() -> int:
 
     root = args.keep or Path(tempfile.mkdtemp(prefix="ks-report-bench-"))
     t0 = time.perf_counter()
-    spec = parse_study(write_study(root / "results", args.tasks, args.samples))
+    if not (root / "study.json").exists():
+        (root / "study.json").write_text(json.dumps(write_study(root / "results", args.tasks, args.samples)))
+    spec = parse_study(json.loads((root / "study.json").read_text()))
     t1 = time.perf_counter()
-    c = collect(root / "results", spec)
+    c = collect(root / "results", spec, jobs=args.jobs)
     t2 = time.perf_counter()
     tables = build_tables(c.cells, c.candidates, spec)
     for table in tables:
@@ -81,8 +87,12 @@ def main() -> int:
     for name, draw in build_figures(data, c.cells, c.candidates, spec).items():
         save_figure(draw(), root / "out" / "figures", name)
     t4 = time.perf_counter()
-    print(f"cells: {len(c.cells)}  candidates: {len(c.candidates)}  (writing the synthetic files: {t1 - t0:.1f} s)")
-    print(f"collect (read + compare timings): {t2 - t1:.2f} s  ({1e3 * (t2 - t1) / max(len(c.candidates), 1):.2f} ms/candidate)")
+    compile_columns = [f"speedup_{m.replace('-', '_')}" for m in spec.compile_modes]
+    comparisons = int(c.candidates[compile_columns].notna().sum().sum())
+    print(f"cells: {len(c.cells)}  candidates: {len(c.candidates)}  torch.compile comparisons: {comparisons}  "
+          f"(preparing the synthetic files: {t1 - t0:.1f} s)")
+    per_candidate = 1e3 * (t2 - t1) / max(len(c.candidates), 1)
+    print(f"collect (read + compare timings): {t2 - t1:.2f} s  ({per_candidate:.2f} ms/candidate)")
     print(f"tables (bootstrap + write):       {t3 - t2:.2f} s")
     print(f"figures (PNG + SVG):              {t4 - t3:.2f} s")
     print(f"total report work:                {t4 - t1:.2f} s   files under {root}")

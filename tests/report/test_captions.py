@@ -22,7 +22,8 @@ PAIRS = ({f"tables/{t}.html": f"table_{t}.rst" for t in TABLES}
 def test_every_table_and_figure_has_a_caption_that_parses():
     for caption in PAIRS.values():
         text = (CAPTIONS / caption).read_text()
-        settings = {"report_level": docutils.utils.Reporter.WARNING_LEVEL, "halt_level": docutils.utils.Reporter.WARNING_LEVEL}
+        warning = docutils.utils.Reporter.WARNING_LEVEL
+        settings = {"report_level": warning, "halt_level": warning}
         docutils.core.publish_doctree(text, settings_overrides=settings)  # raises on any warning
         assert len(text.split()) > 15, caption
 

@@ -69,7 +69,8 @@ def test_llm_calls_and_tokens_include_the_agentic_roles_and_skip_stopped_turns(s
     cells = collect(results, spec).cells
     full = cell(cells, "agentic", "L1-001")
     assert (full["llm_calls"], full["generator_calls"], full["role_calls"]) == (7, 4, 3)
-    assert (full["prompt_tokens"], full["completion_tokens"], full["tokens"]) == (4 * 100 + 3 * 200, 4 * 50 + 3 * 100, 1500)
+    assert (full["prompt_tokens"], full["completion_tokens"]) == (4 * 100 + 3 * 200, 4 * 50 + 3 * 100)
+    assert full["tokens"] == 1500
     assert full["generation_s"] == pytest.approx(7 * 1.5)
     assert full["candidates_evaluated"] == 4 and full["evaluation_s"] == pytest.approx(4 * 2.0)
     stopped = cell(cells, "agentic", "L1-002")

@@ -144,4 +144,5 @@ class Summaries:
 def _put(out: dict[str, Any], name: str, estimate: Estimate) -> None:
     """A rate as percent with its interval."""
     scale = lambda v: None if v is None else 100.0 * v  # noqa: E731
-    out[f"{name}_pct"], out[f"{name}_lo"], out[f"{name}_hi"] = scale(estimate.value), scale(estimate.lo), scale(estimate.hi)
+    out[f"{name}_pct"] = scale(estimate.value)
+    out[f"{name}_lo"], out[f"{name}_hi"] = scale(estimate.lo), scale(estimate.hi)

@@ -216,14 +216,16 @@ class _Collector:
         if expected_hash and provenance.get("task_sha256") not in (None, expected_hash):
             self.problems.append(Problem(str(path), "evaluated against a different version of the task "
                                          "(task_sha256 differs from tasks/{task}.json)".format(task=task)))
+        category = record.get("category")
         facts = bool(record.get("correct")) and bool(record.get("custom_kernel"))
-        if record.get("category") in verdict.CATEGORIES and facts != (record.get("category") in verdict.SUCCESS_CATEGORIES):
+        if category in verdict.CATEGORIES and facts != (category in verdict.SUCCESS_CATEGORIES):
             self.problems.append(Problem(str(path), f"category {record.get('category')!r} disagrees with correct="
                                          f"{record.get('correct')} and custom_kernel={record.get('custom_kernel')}; "
                                          "counted as a kernel success only if both agree"))
         for key, expected in (("device", self.spec.device), ("precision", self.spec.precision)):
             if record.get(key) not in (None, expected):
-                self.problems.append(Problem(str(path), f"{key} {record.get(key)!r} differs from the study's {expected!r}"))
+                self.problems.append(Problem(str(path), f"{key} {record.get(key)!r} differs from the study's "
+                                             f"{expected!r}"))
 
     def _baseline_for(self, task: str, device_name: Any) -> Baseline | None:
         baseline = self.baselines.get(task)
@@ -351,8 +353,9 @@ class _Collector:
                                          "eval.json in the cell"))
             return
         if chosen["category"] != (result or {}).get("category"):
-            self.problems.append(Problem(str(path), f"result category {(result or {}).get('category')!r} differs from "
-                                         f"t{chosen['turn']}/c{chosen['candidate']}/eval.json ({chosen['category']!r})"))
+            self.problems.append(Problem(str(path), f"result category {(result or {}).get('category')!r} differs "
+                                         f"from t{chosen['turn']}/c{chosen['candidate']}/eval.json "
+                                         f"({chosen['category']!r})"))
         top = verdict.best_of([self._record_view(c) for c in candidates])
         if top is not None and verdict.selection_key(self._record_view(candidates[top])) > \
                 verdict.selection_key(self._record_view(chosen)):

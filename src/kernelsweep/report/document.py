@@ -160,7 +160,8 @@ def _config_section(c: Collection) -> list[str]:
     if not c.spec.config:
         return ["## Configuration", "", "_the study file carries no configuration_", ""]
     dumped = yaml.safe_dump(c.spec.config, sort_keys=False, default_flow_style=False, allow_unicode=True)
-    return ["## Configuration", "", "The resolved configuration of the study:", "", "```yaml", dumped.rstrip(), "```", ""]
+    return ["## Configuration", "", "The resolved configuration of the study:", "",
+            "```yaml", dumped.rstrip(), "```", ""]
 
 
 def _files_section() -> list[str]:

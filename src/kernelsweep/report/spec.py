@@ -195,5 +195,6 @@ def load_study(path: str | Path) -> StudySpec:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ReportInputError(f"study file {path} is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
+        raise ReportInputError(f"study file {path} is not valid JSON: {e.msg} "
+                               f"(line {e.lineno}, column {e.colno})") from None
     return parse_study(data, where=str(path))

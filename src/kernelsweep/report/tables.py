@@ -82,6 +82,12 @@ def _pct(s: dict[str, Any], name: str) -> str:
     return fmt_pct(s[f"{name}_pct"], s[f"{name}_lo"], s[f"{name}_hi"])
 
 
+def _verdicts(s: dict[str, Any], against: str) -> str:
+    text = f"{s[f'faster_{against}']} / {s[f'tie_{against}']} / {s[f'slower_{against}']}"
+    untimed = s[f"untimed_{against}"]
+    return text + (f" (+{untimed} untimed)" if untimed else "")
+
+
 COMMON_NOTE = (
     "Each cell (model x method x task x sample) contributes its final, best candidate. Rates are percentages of "
     "the cells with a final result (averaged over a task's samples, then over tasks), with 95% percentile-"
@@ -105,7 +111,8 @@ def headline(cells: pd.DataFrame, spec: StudySpec, summaries: Summaries | None =
         rows.append({"model": model, "method": method, **s})
         key = _row_key(spec, model, method)
         correctness.append(key | {
-            "cells": fmt_cells(s), "compiled %": _pct(s, "compiled"), "correct % (any code)": _pct(s, "correct"),
+            "cells": fmt_cells(s), "compiled %": _pct(s, "compiled"),
+            "correct % (incl. plain PyTorch)": _pct(s, "correct"),
             "correct custom kernel %": _pct(s, "kernel_success"),
             "correct plain PyTorch": f"{s['plain_pytorch_correct']} ({fmt_pct(s['plain_pytorch_pct'])}%)",
             "cheats": s["cheats"],
@@ -113,14 +120,13 @@ def headline(cells: pd.DataFrame, spec: StudySpec, summaries: Summaries | None =
         for against in aggregate.AGAINST:
             speed[against].append(key | {"cells": s[f"cells_{against}"]}
                                   | {f"fast_{p:g} %": _pct(s, f"fast_{p:g}_{against}") for p in FAST_P}
-                                  | {"faster / tie / slower": "{} / {} / {}".format(
-                                      s[f"faster_{against}"], s[f"tie_{against}"], s[f"slower_{against}"]),
+                                  | {"faster / tie / slower": _verdicts(s, against),
                                      "geomean speedup": fmt_speedup(
                                          s[f"geomean_{against}"], s[f"geomean_{against}_lo"],
                                          s[f"geomean_{against}_hi"], s[f"geomean_{against}_n"])})
     note = " ".join([
         COMMON_NOTE,
-        "'correct % (any code)' counts every numerically correct result, plain PyTorch included; "
+        "'correct % (incl. plain PyTorch)' counts every numerically correct result, plain PyTorch included; "
         "'correct custom kernel %' requires a custom kernel that was defined and launched, and the plain-PyTorch "
         "ones are counted in their own column. Cheats are never correct.",
         "fast_p: a correct custom kernel whose speedup interval lies entirely above p (so ties are not faster); "
@@ -231,8 +237,8 @@ def best_of_n(cells: pd.DataFrame, spec: StudySpec, summaries: Summaries | None 
             })
     note = " ".join([
         f"Candidates per turn (n) for '{spec.ablation_base}' and the agentic methods that differ from it only in n."
-        if sweep else "No best-of-n sweep in this study: " + (spec.ablation_status() or
-                                                              "no agentic method differs from the base only in n") + ".",
+        if sweep else "No best-of-n sweep in this study: "
+        + (spec.ablation_status() or "no agentic method differs from the base only in n") + ".",
         COMMON_NOTE, "LLM calls and tokens include the agentic roles (analysis, brief, feedback)."])
     return Table("best_of_n", "Best-of-n scaling", note, pd.DataFrame(rows),
                  [Part(None, pd.DataFrame(display), "no best-of-n sweep in this study")])
@@ -316,7 +322,8 @@ def to_markdown(table: Table, heading: str = "#") -> str:
         if part.frame.empty:
             lines += [f"_{part.empty_note}_", ""]
         else:
-            lines += [tabulate(part.frame, headers="keys", tablefmt="github", showindex=False, disable_numparse=True), ""]
+            lines += [tabulate(part.frame, headers="keys", tablefmt="github", showindex=False,
+                               disable_numparse=True), ""]
     return "\n".join(lines)
 
 
