@@ -52,7 +52,11 @@ def compulsory_bytes(groups: Iterable[Iterable[torch.Tensor]]) -> int:
     total = 0
     for group in groups:
         for t in group:
-            key = (t.data_ptr(), tensor_bytes(t))
+            try:
+                address = t.data_ptr()
+            except RuntimeError:  # no storage (e.g. sparse): count it on its own
+                address = id(t)
+            key = (address, tensor_bytes(t))
             if key not in seen:
                 seen.add(key)
                 total += key[1]
