@@ -169,3 +169,20 @@ def test_parallel_comparisons_give_the_same_tables(small_study, monkeypatch):
     pd.testing.assert_frame_equal(serial.cells, parallel.cells)
     pd.testing.assert_frame_equal(serial.candidates, parallel.candidates)
     assert serial.cells["speedup_compile"].notna().sum() == 6  # the numerically correct finals with a baseline
+
+
+def test_skipped_and_failed_baseline_modes_say_why(small_study):
+    results, _, spec = small_study
+    path = results / "baseline/cpu/L2-001.json"
+    record = json.loads(path.read_text())
+    record["modes"]["inductor-reduce-overhead"] = {"status": "skipped", "runtime_ms": None, "error": None,
+                                                   "reason": "CUDA graphs only"}
+    record["modes"]["inductor-max-autotune"] = {"status": "failed", "runtime_ms": None, "error": "Timeout"}
+    path.write_text(json.dumps(record))
+    c = collect(results, spec)
+    baseline = c.baselines["L2-001"]
+    assert baseline.unusable == {"inductor-reduce-overhead": "skipped: CUDA graphs only",
+                                 "inductor-max-autotune": "failed: Timeout"}
+    # the fastest remaining mode is inductor-default (1.0 ms): the 2.0 ms kernel is 0.5x of it
+    row = cell(c.cells, "agentic", "L2-001")
+    assert row["best_compile_mode"] == "inductor-default" and row["speedup_compile"] == pytest.approx(0.5)

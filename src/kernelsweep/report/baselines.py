@@ -47,8 +47,11 @@ def parse_baseline(task: str, record: Mapping[str, Any], modes: tuple[str, ...])
         if not isinstance(entry, Mapping):
             baseline.unusable[mode] = "not measured"
             continue
-        if entry.get("error"):
-            baseline.unusable[mode] = f"failed: {entry['error']}"
+        if entry.get("status") == "skipped":
+            baseline.unusable[mode] = f"skipped: {entry.get('reason') or 'no reason given'}"
+            continue
+        if entry.get("error") or entry.get("status") == "failed":
+            baseline.unusable[mode] = f"failed: {entry.get('error') or 'no message'}"
             continue
         samples = (entry.get("runtime_ms") or {}).get("samples") or []
         if len(samples) < 2:
