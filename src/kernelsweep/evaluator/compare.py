@@ -1,0 +1,145 @@
+"""Output comparison: structure, shape, dtype, non-finite values and the
+per-precision tolerance. Runs in the parent on files the workers wrote (and in
+the reference worker to see whether the reference is constant), so a candidate
+patching torch.allclose in its own process changes nothing here.
+
+An element passes when |candidate - reference| <= atol + rtol * |reference|
+(torch.allclose's rule). Non-finite values must sit at the same positions with
+the same value (NaN matches NaN only where the reference is NaN too).
+max_rel_diff is |c - r| / max(|r|, atol), so exact zeros in the reference do
+not turn it into infinity."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+
+def _as_wide(t: torch.Tensor) -> torch.Tensor:
+    if t.is_complex():
+        return t.to(torch.complex128)
+    return t.to(torch.float64)
+
+
+def _compare_tensor(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float) -> dict[str, Any]:
+    if r.shape != c.shape:
+        return {"ok": False, "kind": "shape",
+                "message": f"shape {tuple(c.shape)} where the reference has {tuple(r.shape)}"}
+    if r.dtype != c.dtype:
+        return {"ok": False, "kind": "dtype", "message": f"dtype {c.dtype} where the reference has {r.dtype}"}
+    if r.numel() == 0:
+        return {"ok": True, "max_abs": 0.0, "max_rel": 0.0}
+    rw, cw = _as_wide(r), _as_wide(c)
+    r_fin, c_fin = torch.isfinite(rw), torch.isfinite(cw)
+    if not bool(torch.equal(r_fin, c_fin)):
+        bad = int((r_fin != c_fin).sum())
+        return {"ok": False, "kind": "nonfinite",
+                "message": f"{bad} elements are NaN/Inf in one output but finite in the other"}
+    if not bool(r_fin.all()):
+        nf = ~r_fin
+        same = (rw[nf] == cw[nf]) | (torch.isnan(rw[nf]) & torch.isnan(cw[nf]))
+        if not bool(same.all()):
+            return {"ok": False, "kind": "nonfinite", "message": "non-finite values differ from the reference"}
+    if bool(r_fin.any()):
+        diff = (cw[r_fin] - rw[r_fin]).abs()
+        ref_abs = rw[r_fin].abs()
+        max_abs = float(diff.max())
+        max_rel = float((diff / ref_abs.clamp_min(atol)).max())
+        bad = int((diff > atol + rtol * ref_abs).sum())
+    else:
+        max_abs = max_rel = 0.0
+        bad = 0
+    if bad:
+        return {"ok": False, "kind": "values", "max_abs": max_abs, "max_rel": max_rel,
+                "message": f"{bad} of {r.numel()} elements outside atol={atol:g}, rtol={rtol:g} "
+                           f"(max abs diff {max_abs:.3g})"}
+    return {"ok": True, "max_abs": max_abs, "max_rel": max_rel}
+
+
+def _compare_number(r: float, c: Any, atol: float, rtol: float) -> dict[str, Any]:
+    if not isinstance(c, (int, float, bool)) or isinstance(c, bool) != isinstance(r, bool):
+        return {"ok": False, "kind": "structure", "message": f"{type(c).__name__} where the reference has a number"}
+    r, c = float(r), float(c)
+    if not (math.isfinite(r) and math.isfinite(c)):
+        same = r == c or (math.isnan(r) and math.isnan(c))
+        return {"ok": same, "kind": None if same else "nonfinite", "max_abs": 0.0, "max_rel": 0.0,
+                "message": None if same else "non-finite scalar differs"}
+    diff = abs(c - r)
+    ok = diff <= atol + rtol * abs(r)
+    return {"ok": ok, "kind": None if ok else "values", "max_abs": diff, "max_rel": diff / max(abs(r), atol),
+            "message": None if ok else f"scalar {c!r} vs reference {r!r}"}
+
+
+def compare_outputs(reference: dict[str, Any], candidate: dict[str, Any], atol: float, rtol: float) -> dict[str, Any]:
+    """reference/candidate: {"structure": str, "leaves": [...]} as the workers save them.
+    Returns ok, kind (structure|shape|dtype|nonfinite|values|None), message,
+    max_abs_diff, max_rel_diff."""
+    result: dict[str, Any] = {"ok": True, "kind": None, "message": None, "max_abs_diff": 0.0, "max_rel_diff": 0.0}
+    if reference.get("structure") != candidate.get("structure") or \
+            len(reference.get("leaves", [])) != len(candidate.get("leaves", [])):
+        result.update(ok=False, kind="structure", max_abs_diff=None, max_rel_diff=None,
+                      message=f"output structure {candidate.get('structure')!r} where the reference "
+                              f"returns {reference.get('structure')!r}")
+        return result
+    for i, (r, c) in enumerate(zip(reference["leaves"], candidate["leaves"])):
+        if isinstance(r, torch.Tensor):
+            part = _compare_tensor(r, c, atol, rtol) if isinstance(c, torch.Tensor) else {
+                "ok": False, "kind": "structure", "message": f"{type(c).__name__} where the reference has a tensor"}
+        else:
+            part = _compare_number(r, c, atol, rtol)
+        if "max_abs" in part:
+            result["max_abs_diff"] = max(result["max_abs_diff"] or 0.0, part["max_abs"])
+            result["max_rel_diff"] = max(result["max_rel_diff"] or 0.0, part["max_rel"])
+        if not part["ok"]:
+            prefix = f"output {i}: " if len(reference["leaves"]) > 1 else ""
+            result.update(ok=False, kind=part["kind"], message=prefix + str(part["message"]))
+            if part["kind"] in ("structure", "shape", "dtype", "nonfinite"):
+                result["max_abs_diff"] = result["max_rel_diff"] = None
+            return result
+    return result
+
+
+def identical_outputs(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Bitwise equality of two saved outputs (NaN equals NaN)."""
+    if a.get("structure") != b.get("structure") or len(a["leaves"]) != len(b["leaves"]):
+        return False
+    for x, y in zip(a["leaves"], b["leaves"]):
+        if isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
+            return False
+        if isinstance(x, torch.Tensor):
+            if x.shape != y.shape or x.dtype != y.dtype:
+                return False
+            if x.is_floating_point() or x.is_complex():
+                if not bool(((x == y) | (torch.isnan(x) & torch.isnan(y))).all()):
+                    return False
+            elif not torch.equal(x, y):
+                return False
+        elif not (x == y or (isinstance(x, float) and math.isnan(x) and isinstance(y, float) and math.isnan(y))):
+            return False
+    return True
+
+
+def max_magnitude(output: dict[str, Any]) -> float:
+    """Largest finite |value| of an output (0 when empty)."""
+    best = 0.0
+    for x in output["leaves"]:
+        if isinstance(x, torch.Tensor):
+            if x.numel() and (x.is_floating_point() or x.is_complex() or x.dtype != torch.bool):
+                w = _as_wide(x).abs()
+                w = w[torch.isfinite(w)]
+                if w.numel():
+                    best = max(best, float(w.max()))
+        elif isinstance(x, (int, float)) and math.isfinite(float(x)):
+            best = max(best, abs(float(x)))
+    return best
+
+
+def load_output(path: Any) -> dict[str, Any]:
+    """An output file written by a worker. weights_only: a file the candidate's
+    process could have replaced must not be able to run code here."""
+    obj = torch.load(str(path), map_location="cpu", weights_only=True)
+    if not isinstance(obj, dict) or not isinstance(obj.get("structure"), str) or not isinstance(obj.get("leaves"), list):
+        raise ValueError(f"{path} is not an output record")
+    return obj

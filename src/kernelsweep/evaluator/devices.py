@@ -1,0 +1,59 @@
+"""Parent-side device questions that must not touch CUDA in this process:
+which CUDA architectures to build for, and the environment a worker gets."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+from kernelsweep.evaluator import settings
+
+
+def visible_gpu_capability() -> str | None:
+    """Compute capability of the first visible GPU via nvidia-smi (no CUDA
+    context in this process), or None when no GPU is visible."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return None
+    tool = shutil.which("nvidia-smi")
+    if not tool:
+        return None
+    try:
+        out = subprocess.run([tool, "--query-gpu=compute_cap", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = [line.strip() for line in out.stdout.splitlines() if line.strip()]
+    if out.returncode != 0 or not lines:
+        return None
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    index = 0
+    if visible and visible.split(",")[0].strip().isdigit():
+        index = int(visible.split(",")[0])
+    return lines[index] if index < len(lines) else lines[0]
+
+
+def resolve_cuda_arch(explicit: str | None) -> str:
+    """TORCH_CUDA_ARCH_LIST for builds: the argument, else KERNELSWEEP_CUDA_ARCH,
+    else TORCH_CUDA_ARCH_LIST, else the visible GPU's, else 9.0 (H100/H200).
+    The compile step and the evaluation resolve it the same way, and it is part
+    of the build key, so a mismatch rebuilds instead of loading a wrong binary."""
+    for value in (explicit, os.environ.get("KERNELSWEEP_CUDA_ARCH"), os.environ.get("TORCH_CUDA_ARCH_LIST")):
+        if value:
+            return value
+    return visible_gpu_capability() or settings.DEFAULT_CUDA_ARCH
+
+
+def worker_env(build_root: str, *, cuda_arch: str | None, hide_gpus: bool = False,
+               candidate_key: str | None = None) -> dict[str, str | None]:
+    """Environment overrides for a worker that may build or run a candidate."""
+    env: dict[str, str | None] = {
+        "TRITON_CACHE_DIR": os.path.join(build_root, "triton"),
+        # Builds the hooks do not see (a candidate calling torch internals) land here.
+        "TORCH_EXTENSIONS_DIR": os.path.join(build_root, "by-candidate", candidate_key or "shared"),
+    }
+    if cuda_arch:
+        env["TORCH_CUDA_ARCH_LIST"] = cuda_arch
+    if hide_gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env

@@ -1,0 +1,89 @@
+"""Dynamic half of custom-kernel detection (worker side): run one forward
+call and record what actually executed.
+
+- CUDA: the torch profiler's device activity lists every kernel launched; a
+  launch counts as the candidate's when its name contains one of the kernel
+  names the source defines (`__global__` functions, `@triton.jit` functions).
+- CPU: a profile hook counts calls from Python into the candidate's extension
+  modules (the pybind functions load_inline bound), and the profiler's op list
+  catches custom ops registered with TORCH_LIBRARY under the candidate's
+  namespace."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import Counter
+from typing import Any, Callable
+
+import torch
+
+# Kernels that come from PyTorch, its libraries or inductor, never from a candidate.
+LIBRARY_KERNEL = re.compile(
+    r"(^|\W)(at::|c10::|cub::|thrust::|cutlass|cublas|cudnn|cufft|curand|nccl)"
+    r"|^(void )?(sm\d+_xmma|nvjet|ampere_|turing_|volta_|hopper_|sm90_|sm80_)"
+    r"|^triton_(poi|red|per|tem|for|mm|bmm)_|^Memcpy|^Memset"
+    r"|elementwise_kernel|reduce_kernel|gemmSN|gemv|splitKreduce|cutlass")
+
+
+def _word(name: str) -> re.Pattern:
+    return re.compile(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])")
+
+
+def observe(call: Callable[[], Any], *, device: torch.device, extension_modules: frozenset[str],
+            kernel_names: list[str], op_namespaces: list[str]) -> dict[str, Any]:
+    calls: Counter = Counter()
+
+    def tracer(frame, event, arg):  # noqa: ARG001 - sys.setprofile signature
+        if event == "c_call":
+            module = getattr(arg, "__module__", None)
+            if module in extension_modules:
+                calls[f"{module}.{getattr(arg, '__name__', '?')}"] += 1
+
+    device_events: list[str] = []
+    host_ops: list[str] = []
+    # The profiler's first use imports torch._dynamo (seconds of start-up), so
+    # on the CPU it runs only when there are custom ops to see; calls into
+    # pybind extension functions are caught by the profile hook alone.
+    use_profiler = device.type == "cuda" or bool(op_namespaces)
+    if use_profiler:
+        from torch.profiler import ProfilerActivity, profile
+
+        activities = [ProfilerActivity.CPU]
+        if device.type == "cuda":
+            activities.append(ProfilerActivity.CUDA)
+        with profile(activities=activities) as prof:
+            sys.setprofile(tracer)
+            try:
+                call()
+            finally:
+                sys.setprofile(None)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+        for evt in prof.events():
+            kind = str(getattr(evt, "device_type", ""))
+            (device_events if kind.endswith("CUDA") else host_ops).append(evt.name)
+    else:
+        sys.setprofile(tracer)
+        try:
+            call()
+        finally:
+            sys.setprofile(None)
+
+    kernels = sorted(set(device_events))
+    patterns = [_word(n) for n in kernel_names]
+    matched = sorted(k for k in kernels if any(p.search(k) for p in patterns))
+    unknown = sorted(k for k in kernels if k not in matched and not LIBRARY_KERNEL.search(k))
+    custom_ops = sorted({op for op in host_ops if "::" in op and op.split("::", 1)[0] in op_namespaces})
+    if device.type == "cuda":
+        launched = bool(matched)
+    else:
+        launched = bool(calls) or bool(custom_ops)
+    return {
+        "launched": launched,
+        "kernels": matched[:50],
+        "extension_calls": dict(sorted(calls.items())[:50]),
+        "custom_ops": custom_ops[:50],
+        "other_kernels": unknown[:50],
+        "library_kernels": len([k for k in kernels if k not in matched and k not in unknown]),
+    }

@@ -1,0 +1,356 @@
+"""Run one worker child in isolation and read back what it reported.
+
+Each worker is `python -m kernelsweep.evaluator.<worker>` in a fresh process,
+in its own session (so its whole process group can be killed at once),
+with its stdout/stderr drained into a size-capped log, its configuration on
+stdin, and its results on a private pipe stamped with a per-run nonce. A
+watchdog thread kills the group at the hard limits: one for building
+extensions (time inside load_inline) and one for everything else, not
+counting time spent waiting for the parent's go."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelsweep.evaluator import settings
+
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # .../src
+
+
+def child_env(overrides: dict[str, str | None] | None = None) -> dict[str, str]:
+    """The parent's environment, with this package importable and unbuffered
+    output; a None override removes a variable."""
+    env = dict(os.environ)
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if _PACKAGE_ROOT not in paths:
+        paths.insert(0, _PACKAGE_ROOT)
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env["PYTHONUNBUFFERED"] = "1"
+    for key, value in (overrides or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+class CappedLog:
+    """Keeps the first and the last `cap/2` bytes of a stream in a file."""
+
+    def __init__(self, path: Path, cap: int = settings.LOG_CAP_BYTES):
+        self.path = path
+        self._half = max(1024, cap // 2)
+        self._file = open(path, "wb")
+        self._head = 0
+        self._tail = bytearray()
+        self.total = 0
+
+    def write(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self._half - self._head
+        if room > 0:
+            part = data[:room]
+            self._file.write(part)
+            self._head += len(part)
+            data = data[room:]
+        if data:
+            self._tail += data
+            if len(self._tail) > 2 * self._half:
+                del self._tail[: len(self._tail) - self._half]
+
+    def close(self) -> None:
+        tail = bytes(self._tail[-self._half:])
+        omitted = self.total - self._head - len(tail)
+        if omitted > 0:
+            self._file.write(f"\n[kernelsweep: {omitted} bytes of output omitted]\n".encode())
+        self._file.write(tail)
+        self._file.close()
+
+
+def read_excerpt(path: Path, limit: int = settings.LOG_EXCERPT_BYTES) -> str:
+    """The last `limit` bytes of a log, decoded leniently."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - limit))
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+@dataclass
+class Outcome:
+    label: str
+    returncode: int | None
+    signal: int | None            # the signal that ended the child, if any
+    timed_out: bool
+    timeout_phase: str | None     # "compile" or "run"
+    killed_by_harness: bool
+    result: dict | None           # the worker's final report
+    events: list[dict]
+    violations: int               # report lines without the right nonce
+    log: str
+    log_excerpt: str
+    log_bytes: int
+    wall_s: float
+    build_s: float
+    interrupted_build: str | None  # build directory of a build cut short
+    phases: list[str] = field(default_factory=list)
+
+    @property
+    def last_phase(self) -> str | None:
+        return self.phases[-1] if self.phases else None
+
+
+class Worker:
+    def __init__(self, module: str, config: dict[str, Any], *, log_path: Path, cwd: Path,
+                 run_limit_s: float, build_limit_s: float, env: dict[str, str] | None = None,
+                 wait_for_go: bool = False, label: str | None = None):
+        self.module = module
+        self.label = label or module.rsplit(".", 1)[-1]
+        self.config = dict(config)
+        self.log_path = Path(log_path)
+        self.cwd = Path(cwd)
+        self.run_limit_s = float(run_limit_s)
+        self.build_limit_s = float(build_limit_s)
+        self.env = env if env is not None else child_env()
+        self.wait_for_go = wait_for_go
+        self._nonce = secrets.token_hex(16)
+        self._lock = threading.Lock()
+        self._events: list[dict] = []
+        self._phases: list[str] = []
+        self._violations = 0
+        self._result: dict | None = None
+        self._build_open: tuple[float, str] | None = None
+        self._build_total = 0.0
+        self._wait_open: float | None = None
+        self._wait_total = 0.0
+        self._go_sent = False
+        self._timeout_phase: str | None = None
+        self._killed = False
+        self._proc: subprocess.Popen | None = None
+        self._control_w: int | None = None
+        self._threads: list[threading.Thread] = []
+        self._done = threading.Event()
+
+    # ---- start -------------------------------------------------------------
+    def start(self) -> "Worker":
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.cwd.mkdir(parents=True, exist_ok=True)
+        report_r, report_w = os.pipe()
+        out_r, out_w = os.pipe()
+        pass_fds = [report_w]
+        control_r = None
+        if self.wait_for_go:
+            control_r, self._control_w = os.pipe()
+            pass_fds.append(control_r)
+        config = dict(self.config, nonce=self._nonce, report_fd=report_w, control_fd=control_r)
+        self._t0 = time.monotonic()
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", self.module],
+                stdin=subprocess.PIPE, stdout=out_w, stderr=out_w,
+                cwd=self.cwd, env=self.env, pass_fds=pass_fds, start_new_session=True,
+            )
+        finally:
+            os.close(out_w)
+            os.close(report_w)
+            if control_r is not None:
+                os.close(control_r)
+        self._log = CappedLog(self.log_path)
+        self._spawn(self._drain, out_r)
+        self._spawn(self._read_reports, report_r)
+        try:
+            self._proc.stdin.write(json.dumps(config).encode("utf-8"))
+            self._proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass  # the child died at once; its exit status tells the story
+        self._watchdog = threading.Thread(target=self._watch, name=f"{self.label}-watchdog", daemon=True)
+        self._watchdog.start()
+        return self
+
+    def _spawn(self, target, fd: int) -> None:
+        t = threading.Thread(target=target, args=(fd,), name=f"{self.label}-{target.__name__}", daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    # ---- reader threads ----------------------------------------------------
+    def _drain(self, fd: int) -> None:
+        try:
+            while True:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    break
+                self._log.write(chunk)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def _read_reports(self, fd: int) -> None:
+        buf = b""
+        received = 0
+        try:
+            while True:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    break
+                received += len(chunk)
+                if received > settings.REPORT_CAP_BYTES:
+                    with self._lock:
+                        self._violations += 1
+                    continue  # keep draining so the child never blocks on us
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    self._handle(line)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        if buf.strip():
+            self._handle(buf)
+
+    def _handle(self, line: bytes) -> None:
+        now = time.monotonic()
+        try:
+            msg = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            msg = None
+        with self._lock:
+            if not isinstance(msg, dict) or msg.get("nonce") != self._nonce:
+                self._violations += 1
+                return
+            kind = msg.get("kind")
+            msg = {k: v for k, v in msg.items() if k != "nonce"}
+            msg["received"] = now - self._t0
+            self._events.append(msg)
+            if kind == "phase":
+                self._phases.append(str(msg.get("phase")))
+                if msg.get("phase") == "waiting" and self._wait_open is None and not self._go_sent:
+                    self._wait_open = now
+            elif kind == "build_start":
+                self._build_open = (now, str(msg.get("directory", "")))
+            elif kind == "build_end" and self._build_open is not None:
+                self._build_total += now - self._build_open[0]
+                self._build_open = None
+            elif kind == "result" and self._result is None:
+                self._result = msg.get("payload")
+
+    # ---- control -----------------------------------------------------------
+    def send_go(self, message: dict[str, Any] | None = None) -> None:
+        """Release a worker blocked in Channel.wait_for_go."""
+        with self._lock:
+            self._go_sent = True
+            if self._wait_open is not None:
+                self._wait_total += time.monotonic() - self._wait_open
+                self._wait_open = None
+        if self._control_w is not None:
+            try:
+                os.write(self._control_w, (json.dumps(message or {}) + "\n").encode("utf-8"))
+            except OSError:
+                pass
+
+    def abort(self) -> None:
+        """Stop the child now (the parent no longer needs it)."""
+        self._kill(None)
+
+    def _kill(self, phase: str | None) -> None:
+        with self._lock:
+            if self._killed or self._proc.poll() is not None:
+                return  # already ended on its own: its exit status stands
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                return
+            self._killed = True
+            if phase is not None:
+                self._timeout_phase = phase
+
+    def _watch(self) -> None:
+        proc = self._proc
+        while proc.poll() is None:
+            now = time.monotonic()
+            with self._lock:
+                build = self._build_total + (now - self._build_open[0] if self._build_open else 0.0)
+                waiting = self._wait_total + (now - self._wait_open if self._wait_open else 0.0)
+            run = (now - self._t0) - build - waiting
+            if build > self.build_limit_s:
+                self._kill("compile")
+            elif run > self.run_limit_s:
+                self._kill("run")
+            self._done.wait(0.05)
+        self._end = time.monotonic()
+
+    # ---- finish ------------------------------------------------------------
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def wait(self) -> Outcome:
+        self._watchdog.join()
+        # Whatever the child left behind in its group goes too (grandchildren
+        # holding our pipes open would otherwise keep the readers waiting).
+        try:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for t in self._threads:
+            t.join(timeout=5.0)
+        if self._control_w is not None:
+            try:
+                os.close(self._control_w)
+            except OSError:
+                pass
+            self._control_w = None
+        self._log.close()
+        rc = self._proc.returncode
+        with self._lock:
+            interrupted = self._build_open[1] if self._build_open else None
+            build_s = self._build_total
+            if self._build_open:
+                build_s += self._end - self._build_open[0]
+            return Outcome(
+                label=self.label,
+                returncode=rc,
+                signal=-rc if rc is not None and rc < 0 else None,
+                timed_out=self._timeout_phase is not None,
+                timeout_phase=self._timeout_phase,
+                killed_by_harness=self._killed,
+                result=self._result,
+                events=list(self._events),
+                violations=self._violations,
+                log=str(self.log_path),
+                log_excerpt=read_excerpt(self.log_path),
+                log_bytes=self._log.total,
+                wall_s=self._end - self._t0,
+                build_s=build_s,
+                interrupted_build=interrupted,
+                phases=list(self._phases),
+            )
+
+
+def run_worker(module: str, config: dict[str, Any], **kwargs: Any) -> Outcome:
+    """Start a worker and wait for it (no go handshake)."""
+    return Worker(module, config, **kwargs).start().wait()
+
+
+def remove_stale_lock(build_directory: str | None) -> None:
+    """torch's FileBaton leaves `lock` behind when its holder is killed, and the
+    next build of that extension would wait on it forever. Called only for a
+    build whose (killed) child held it."""
+    if build_directory:
+        try:
+            os.unlink(os.path.join(build_directory, "lock"))
+        except OSError:
+            pass

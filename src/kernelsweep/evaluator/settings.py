@@ -1,0 +1,115 @@
+"""Defaults of the evaluator: one place for every number a result depends on.
+Each value that shapes a verdict is also written into the result's provenance."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+HARNESS_VERSION = "kernelsweep-evaluator/1"
+
+DEVICES = ("cpu", "cuda")
+PRECISIONS = ("fp32", "fp16", "bf16")
+
+# Absolute and relative tolerance per precision (fp32 as KernelBench).
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "fp32": (1e-4, 1e-4),
+    "fp16": (1e-2, 1e-2),
+    "bf16": (1e-2, 1e-2),
+}
+
+BASELINE_MODES = ("eager", "inductor-default", "inductor-reduce-overhead", "inductor-max-autotune")
+
+# Seeds: weights are initialised under INIT_SEED (as KernelBench); correctness
+# trial i draws its inputs under TRIAL_SEED_BASE + i, timing input set j under
+# TIMING_SEED_BASE + j, so timing never reuses a correctness input.
+INIT_SEED = 42
+TRIAL_SEED_BASE = 1000
+TIMING_SEED_BASE = 2000
+
+# A speedup above this is physically implausible for KernelBench tasks: the
+# timing was fooled, so the candidate is labelled a cheat (excessive_speedup).
+SPEEDUP_BOUND = 1000.0
+# Peak memory bandwidth assumed when the device reports none; deliberately
+# generous so that the floor (output bytes / peak) only catches the impossible.
+FALLBACK_PEAK_BYTES_PER_S = {"cuda": 10e12, "cpu": 1e12}
+
+# Timing input sets are generated before timing and cycled; at most this many
+# bytes of them are kept, but never fewer than two sets (fresh inputs per call).
+TIMING_POOL_BYTES = {"cuda": 4 << 30, "cpu": 512 << 20}
+
+# Logs: a child's stdout+stderr are kept up to this many bytes (head and tail);
+# the rest is counted and dropped so that a flood cannot fill the disk.
+LOG_CAP_BYTES = 4 << 20
+LOG_EXCERPT_BYTES = 4000
+# The private report channel accepts at most this much from one child.
+REPORT_CAP_BYTES = 16 << 20
+
+DEFAULT_CUDA_ARCH = "9.0"
+
+
+def default_build_dir() -> Path:
+    env = os.environ.get("KERNELSWEEP_BUILD_DIR")
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kernelsweep" / "build"
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """Everything one evaluation depends on besides the two source files."""
+
+    device: str = "cuda"
+    precision: str = "fp32"
+    trials: int = 5
+    timing_trials: int = 100
+    warmup: int = 5
+    timeout_s: float = 240.0
+    compile_timeout_s: float = 600.0
+    speedup_bound: float = SPEEDUP_BOUND
+    cuda_arch: str | None = None
+    # Host memory limit of CPU-device children (address space); None = 75% of RAM.
+    cpu_memory_limit_bytes: int | None = None
+    seeds: dict = field(default_factory=lambda: {
+        "init": INIT_SEED, "trial_base": TRIAL_SEED_BASE, "timing_base": TIMING_SEED_BASE})
+
+    def __post_init__(self) -> None:
+        if self.device not in DEVICES:
+            raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {self.device!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
+        if self.trials < 1:
+            raise ValueError("trials must be at least 1")
+        if self.timing_trials < 2:
+            raise ValueError("timing-trials must be at least 2 (the speedup interval needs two samples)")
+        if self.warmup < 0:
+            raise ValueError("warmup must not be negative")
+        if self.timeout_s <= 0 or self.compile_timeout_s <= 0:
+            raise ValueError("timeouts must be positive")
+
+    @property
+    def atol(self) -> float:
+        return TOLERANCES[self.precision][0]
+
+    @property
+    def rtol(self) -> float:
+        return TOLERANCES[self.precision][1]
+
+    def trial_seeds(self) -> list[int]:
+        return [self.seeds["trial_base"] + i for i in range(self.trials)]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def cpu_memory_limit(explicit: int | None) -> int:
+    if explicit:
+        return explicit
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        total = 16 << 30
+    # Leave room for the harness and other jobs; torch itself maps ~2 GiB of
+    # address space, so never go below 4 GiB.
+    return max(4 << 30, int(total * 0.75))
