@@ -244,6 +244,8 @@ BASELINES = [res(f"baseline/{DEVICE}/{t}.json") for t in STUDY.task_ids]
 TASK_FILES = [res(f"tasks/{t}.json") for t in STUDY.task_ids]
 REPORT_DIR = res("report")
 REPORT_OUTPUTS = [res("report/REPORT.md")]
+REPORT_TABLES = ("headline", "levels", "ablation", "best_of_n", "taxonomy", "per_task")
+REPORT_FIGURES = ("best_of_n", "speedup_cdf", "success_vs_attempts", "success_vs_tokens", "level_heatmap")
 
 
 def study_manifest():

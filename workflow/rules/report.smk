@@ -26,15 +26,25 @@ rule report:
         finals=FINALS,
         baselines=BASELINES,
     output:
-        res("report/REPORT.md"),
+        document=report(res("report/REPORT.md"), caption="../report/report_document.rst", category="Report"),
+        tables=[
+            report(res(f"report/tables/{name}.html"), caption=f"../report/table_{name}.rst", category="Tables")
+            for name in REPORT_TABLES
+        ],
+        figures=[
+            report(res(f"report/figures/{name}.svg"), caption=f"../report/figure_{name}.rst", category="Figures")
+            for name in REPORT_FIGURES
+        ],
     log:
         res("logs/report.log"),
     params:
         ks=KS,
         results=lambda w, input: str(Path(input.study).parents[1]),
-        out=lambda w, output: str(Path(output[0]).parent),
+        out=lambda w, output: str(Path(output.document).parent),
+    threads: 2
     conda:
         CPU_ENV
     localrule: True
     shell:
-        "{params.ks} report --results {params.results} --out {params.out} --study {input.study} > {log} 2>&1"
+        "{params.ks} report --results {params.results} --out {params.out} --study {input.study} "
+        "--jobs {threads} > {log} 2>&1"
