@@ -34,7 +34,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory(prefix="dag_noop_", dir=REPO) as scratch:
+    with tempfile.TemporaryDirectory(prefix="dag_noop_") as scratch:
         results = Path(scratch) / "results"
         start = time.perf_counter()
         plan = snakemake(["-n", "--printshellcmds"], results, args.configfile)
