@@ -128,8 +128,12 @@ def _record(*, status: str, prompt: dict, params: dict, model: dict, seed: int |
             completion=None, error: Exception | None = None) -> dict[str, Any]:
     role = prompt["role"]
     request = dict(completion.request) if completion else {"messages": prompt["messages"]}
+    used_seed = completion.seed if completion else None
+    # The seed sent for this candidate: its own request's, else the call's
+    # (a replayed response samples nothing: `seed` stays null).
     request["params"] = {"temperature": params["temperature"], "top_p": params["top_p"],
-                         "max_tokens": params["max_tokens"], "n": params["n"], "seed": seed}
+                         "max_tokens": params["max_tokens"], "n": params["n"],
+                         "seed": used_seed if used_seed is not None else seed}
     extraction = None
     if completion is not None and role == "generator":
         extraction = extract_code(completion.text).to_dict()
@@ -147,7 +151,7 @@ def _record(*, status: str, prompt: dict, params: dict, model: dict, seed: int |
         "usage": {"prompt_tokens": completion.prompt_tokens if completion else None,
                   "completion_tokens": completion.completion_tokens if completion else None},
         "latency_s": completion.latency_s if completion else None,
-        "seed": seed,
+        "seed": used_seed if completion else seed,
         "batch": {"n": params["n"], "index": completion.index if completion else cand},
         "extraction": extraction,
         "meta": completion.meta if completion else {},
@@ -196,7 +200,7 @@ def run(model_name: str, spec: dict, prompt: dict, out_dir: Path) -> str:
         model = backend.describe()
     if len(completions) != n:
         raise ModelSetupError(f"model '{model_name}' returned {len(completions)} completions for n={n}")
-    records = [_record(status="ok", prompt=prompt, params=params, model=model, seed=c.seed, cand=i, completion=c)
+    records = [_record(status="ok", prompt=prompt, params=params, model=model, seed=seed, cand=i, completion=c)
                for i, c in enumerate(completions)]
     _write(out_dir, prompt["role"], records)
     return "ok"
