@@ -6,11 +6,12 @@ Standalone on purpose (stdlib + torch only, run by path with `python -P`): it
 must not import kernelsweep, whose modules could shadow or be shadowed by
 whatever the reference imports.
 
-    python -P check_child.py REFERENCE.py RESULT.json DEVICE FORWARD MAX_NUMEL
+    python -P check_child.py REFERENCE.py RESULT.json DEVICE FORWARD MAX_NUMEL MEMORY_MB
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -25,26 +26,174 @@ state: dict = {
 }
 
 
-def save(result_path: str, **updates) -> None:
-    state.update(updates)
-    tmp = result_path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(state, f)
-    os.replace(tmp, result_path)
+class Verdict(Exception):
+    """Ends the check: `ok` False (invalid, with a reason) or True (valid, the
+    forward check skipped for `reason`)."""
+
+    def __init__(self, ok: bool, reason: str):
+        super().__init__(reason)
+        self.ok, self.reason = ok, reason
 
 
-def describe(exc: BaseException, reference_path: str) -> str:
-    """`Type: message (line N of the reference)`: the line is the deepest frame in
-    the reference itself, which is where a reader should look."""
-    line = None
-    for frame in traceback.extract_tb(exc.__traceback__):
-        if os.path.abspath(frame.filename) == reference_path:
-            line = frame.lineno
-    if isinstance(exc, SyntaxError) and exc.lineno and line is None:
-        line = exc.lineno
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    where = f" (line {line} of the reference)" if line else ""
-    return f"{type(exc).__name__}: {text}{where}" if text else f"{type(exc).__name__}{where}"
+def invalid(reason: str) -> Verdict:
+    return Verdict(False, reason)
+
+
+def skipped(reason: str) -> Verdict:
+    return Verdict(True, reason)
+
+
+class Checker:
+    def __init__(self, reference_path: str, result_path: str, device: str, forward: str,
+                 max_numel: int, memory_mb: int):
+        self.reference_path = os.path.abspath(reference_path)
+        self.result_path = result_path
+        self.device, self.forward, self.max_numel, self.memory_mb = device, forward, max_numel, memory_mb
+        # On the CPU in auto mode the forward check is for small references only:
+        # it runs under an address-space cap, and running out of it means "skip".
+        self.small_only = forward == "auto" and device == "cpu"
+
+    def save(self, **updates) -> None:
+        state.update(updates)
+        tmp = self.result_path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(state, f)
+        os.replace(tmp, self.result_path)
+
+    def run(self) -> None:
+        try:
+            self.check()
+        except Verdict as v:
+            if v.ok:
+                self.save(ok=True, forward="skipped", skip_reason=v.reason)
+            else:
+                self.save(ok=False, reason=v.reason)
+
+    def describe(self, exc: BaseException) -> str:
+        """`Type: message (line N of the reference)`: the deepest frame in the
+        reference itself, which is where a reader should look."""
+        line = None
+        for frame in traceback.extract_tb(exc.__traceback__):
+            if os.path.abspath(frame.filename) == self.reference_path:
+                line = frame.lineno
+        if isinstance(exc, SyntaxError) and exc.lineno and line is None:
+            line = exc.lineno
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        where = f" (line {line} of the reference)" if line else ""
+        return f"{type(exc).__name__}: {text}{where}" if text else f"{type(exc).__name__}{where}"
+
+    def call(self, what: str, fn, *args):
+        """Run reference code; an allocation failure under the cap skips the
+        forward check, any other exception makes the reference invalid."""
+        try:
+            return fn(*args)
+        except BaseException as e:  # SystemExit and KeyboardInterrupt included: it is foreign code
+            if self.small_only and is_allocation_failure(e):
+                raise skipped(f"{what} needs more than {self.memory_mb} MiB on the CPU "
+                              f"(the auto-mode memory cap)") from None
+            raise invalid(f"{what} raised {self.describe(e)}") from None
+
+    def check(self) -> None:
+        self.save(stage="environment")
+        import torch
+
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            self.save(environment_error=True)
+            raise invalid(f"device {self.device} requested but torch sees no CUDA device")
+
+        self.save(stage="import")
+        try:
+            spec = importlib.util.spec_from_file_location("kernelsweep_reference", self.reference_path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module
+            spec.loader.exec_module(module)
+        except BaseException as e:
+            raise invalid(f"import failed: {self.describe(e)}") from None
+
+        self.save(stage="interface")
+        missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if getattr(module, n, None) is None]
+        if missing:
+            raise invalid(f"missing {', '.join(missing)} "
+                          "(a KernelBench reference defines Model, get_inputs and get_init_inputs)")
+        if not (isinstance(module.Model, type) and issubclass(module.Model, torch.nn.Module)):
+            raise invalid(f"Model is not a torch.nn.Module subclass (got {type(module.Model).__name__})")
+        for name in ("get_inputs", "get_init_inputs"):
+            if not callable(getattr(module, name)):
+                raise invalid(f"{name} is not a function")
+
+        self.save(stage="init_inputs")
+        init_inputs = self.call("get_init_inputs()", module.get_init_inputs)
+        if not isinstance(init_inputs, (list, tuple)):
+            raise invalid(f"get_init_inputs() must return a list, got {type(init_inputs).__name__}")
+
+        self.size_on_meta(module, init_inputs, torch)
+        if self.forward == "never":
+            raise skipped("forward check disabled")
+
+        if self.small_only:
+            warm_up_threads(torch)  # thread stacks and malloc arenas are mapped before the cap
+        with address_space_cap(self.memory_mb << 20) if self.small_only else contextlib.nullcontext():
+            self.run_forward(module, torch)
+
+    def size_on_meta(self, module, init_inputs, torch) -> None:
+        """Count input and parameter elements on the meta device: shapes without
+        allocating (KernelBench inputs run to gigabytes). References that cannot
+        run on meta (.item(), numpy, …) are sized later, for real, under the cap."""
+        self.save(stage="sizing")
+        try:
+            with torch.device("meta"):
+                inputs = module.get_inputs()
+                model = module.Model(*init_inputs)
+        except Exception:
+            return
+        if isinstance(inputs, (list, tuple)):
+            self.save(input_numel=numel(inputs, torch), param_numel=param_numel(model))
+            self.raise_if_too_big()
+
+    def raise_if_too_big(self) -> None:
+        total = state["input_numel"] + state["param_numel"]
+        if self.small_only and total > self.max_numel:
+            raise skipped(f"inputs and parameters hold {total:,} elements, above the CPU bound {self.max_numel:,}")
+
+    def run_forward(self, module, torch) -> None:
+        self.save(stage="construct")
+        torch.manual_seed(0)
+        model = self.call("Model(*get_init_inputs())", lambda: module.Model(*module.get_init_inputs()).to(self.device))
+        inputs = self.call("get_inputs()", module.get_inputs)
+        if not isinstance(inputs, (list, tuple)):
+            raise invalid(f"get_inputs() must return a list, got {type(inputs).__name__}")
+        if state["input_numel"] is None:  # not sized on meta
+            self.save(input_numel=numel(inputs, torch), param_numel=param_numel(model))
+            self.raise_if_too_big()
+        inputs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+        self.save(stage="forward")
+        sync = torch.cuda.synchronize if self.device.startswith("cuda") else (lambda: None)
+
+        def forward_and_time():
+            # A rough figure, not a benchmark: the median of up to 5 warm calls
+            # within ~1 s; a reference slower than that is run (and timed) once.
+            with torch.no_grad():
+                start = time.perf_counter()
+                output = model(*inputs)  # the cold call: lazy initialisation, caches
+                sync()
+                cold_ms = (time.perf_counter() - start) * 1e3
+                warm_ms: list[float] = []
+                while len(warm_ms) < 5 and cold_ms + sum(warm_ms) < 1000:
+                    start = time.perf_counter()
+                    model(*inputs)
+                    sync()
+                    warm_ms.append((time.perf_counter() - start) * 1e3)
+            return output, sorted(warm_ms)[len(warm_ms) // 2] if warm_ms else cold_ms
+
+        output, forward_ms = self.call("forward", forward_and_time)
+        outputs = tensors_in(output, torch)
+        if not outputs:
+            raise invalid(f"forward returned no tensor (got {type(output).__name__})")
+        floating = [t for t in outputs if t.is_floating_point() or t.is_complex()]
+        warnings = [] if all(bool(torch.isfinite(t).all()) for t in floating) else ["output holds NaN or Inf"]
+        self.save(ok=True, forward="ran", forward_ms=round(forward_ms, 4),
+                  output_shapes=[list(t.shape) for t in outputs], warnings=warnings)
 
 
 def tensors_in(value, torch) -> list:
@@ -57,124 +206,50 @@ def tensors_in(value, torch) -> list:
     return []
 
 
-def main(reference_path: str, result_path: str, device: str, forward: str, max_numel: int) -> int:
-    reference_path = os.path.abspath(reference_path)
+def numel(values, torch) -> int:
+    return sum(t.numel() for t in tensors_in(list(values), torch))
 
-    def fail(reason: str) -> int:
-        save(result_path, ok=False, reason=reason)
-        return 0
 
-    save(result_path, stage="environment")
-    import torch
+def param_numel(model) -> int:
+    return sum(p.numel() for p in model.parameters()) + sum(b.numel() for b in model.buffers())
 
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        save(result_path, ok=False, reason=f"device {device} requested but torch sees no CUDA device",
-             environment_error=True)
-        return 0
 
-    save(result_path, stage="import")
+def is_allocation_failure(e: BaseException) -> bool:
+    text = str(e)
+    return isinstance(e, MemoryError) or "can't allocate memory" in text or "not enough memory" in text
+
+
+def warm_up_threads(torch) -> None:
+    """Start torch's intra-op threads (and their malloc arenas) before the
+    address-space cap, which would otherwise count them against the reference."""
+    a = torch.ones(256, 256)
+    (a @ a).sum()
+    torch.nn.functional.conv2d(torch.ones(1, 4, 16, 16), torch.ones(4, 4, 3, 3)).sum()
+
+
+@contextlib.contextmanager
+def address_space_cap(headroom_bytes: int):
+    """Allow the process `headroom_bytes` more virtual memory than it maps now
+    (Linux); elsewhere, no cap."""
     try:
-        spec = importlib.util.spec_from_file_location("kernelsweep_reference", reference_path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-    except BaseException as e:  # SystemExit and KeyboardInterrupt included: it is foreign code
-        return fail(f"import failed: {describe(e, reference_path)}")
+        import resource
 
-    save(result_path, stage="interface")
-    model_cls = getattr(module, "Model", None)
-    missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if getattr(module, n, None) is None]
-    if missing:
-        return fail(f"missing {', '.join(missing)} (a KernelBench reference defines Model, get_inputs and get_init_inputs)")
-    if not (isinstance(model_cls, type) and issubclass(model_cls, torch.nn.Module)):
-        return fail(f"Model is not a torch.nn.Module subclass (got {type(model_cls).__name__})")
-    for name in ("get_inputs", "get_init_inputs"):
-        if not callable(getattr(module, name)):
-            return fail(f"{name} is not a function")
-
-    save(result_path, stage="init_inputs")
+        with open("/proc/self/status") as f:
+            used = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, StopIteration):
+        yield
+        return
+    limit = used + headroom_bytes
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
     try:
-        init_inputs = module.get_init_inputs()
-    except BaseException as e:
-        return fail(f"get_init_inputs() raised {describe(e, reference_path)}")
-    if not isinstance(init_inputs, (list, tuple)):
-        return fail(f"get_init_inputs() must return a list, got {type(init_inputs).__name__}")
-
-    # Size inputs and parameters on the meta device: shapes without allocating
-    # (KernelBench inputs run to gigabytes). Some references cannot run on meta
-    # (they call .item(), numpy, …); then the size is unknown, not an error.
-    save(result_path, stage="sizing")
-    size_error = None
-    try:
-        with torch.device("meta"):
-            meta_inputs = module.get_inputs()
-            meta_model = module.Model(*init_inputs)
-        if not isinstance(meta_inputs, (list, tuple)):
-            return fail(f"get_inputs() must return a list, got {type(meta_inputs).__name__}")
-        input_numel = sum(t.numel() for t in tensors_in(list(meta_inputs), torch))
-        param_numel = sum(p.numel() for p in meta_model.parameters()) + sum(b.numel() for b in meta_model.buffers())
-        save(result_path, input_numel=input_numel, param_numel=param_numel)
-        del meta_inputs, meta_model
-    except Exception as e:
-        size_error = describe(e, reference_path)
-
-    if forward == "never":
-        save(result_path, ok=True, forward="skipped", skip_reason="forward check disabled")
-        return 0
-    if forward == "auto" and device == "cpu":
-        if size_error is not None:
-            save(result_path, ok=True, forward="skipped",
-                 skip_reason=f"inputs could not be sized on the meta device ({size_error})")
-            return 0
-        total = state["input_numel"] + state["param_numel"]
-        if total > max_numel:
-            save(result_path, ok=True, forward="skipped",
-                 skip_reason=f"inputs and parameters hold {total:,} elements, above the CPU bound {max_numel:,}")
-            return 0
-
-    save(result_path, stage="construct")
-    torch.manual_seed(0)
-    try:
-        model = module.Model(*module.get_init_inputs()).to(device)
-    except BaseException as e:
-        return fail(f"Model(*get_init_inputs()) raised {describe(e, reference_path)}")
-    try:
-        inputs = module.get_inputs()
-    except BaseException as e:
-        return fail(f"get_inputs() raised {describe(e, reference_path)}")
-    if not isinstance(inputs, (list, tuple)):
-        return fail(f"get_inputs() must return a list, got {type(inputs).__name__}")
-    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
-
-    save(result_path, stage="forward")
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-    try:
-        with torch.no_grad():
-            output = model(*inputs)  # first call: lazy initialisation, caches
-            sync()
-            # A rough figure, not a benchmark: median of up to 5 warm calls, at most ~1 s.
-            times_ms: list[float] = []
-            while len(times_ms) < 5 and sum(times_ms) < 1000:
-                start = time.perf_counter()
-                model(*inputs)
-                sync()
-                times_ms.append((time.perf_counter() - start) * 1e3)
-            forward_ms = sorted(times_ms)[len(times_ms) // 2]
-    except BaseException as e:
-        return fail(f"forward raised {describe(e, reference_path)}")
-    outputs = tensors_in(output, torch)
-    if not outputs:
-        return fail(f"forward returned no tensor (got {type(output).__name__})")
-    warnings = []
-    if any(t.is_floating_point() or t.is_complex() for t in outputs) and not all(
-        bool(torch.isfinite(t).all()) for t in outputs if t.is_floating_point() or t.is_complex()
-    ):
-        warnings.append("output holds NaN or Inf")
-    save(result_path, ok=True, forward="ran", forward_ms=round(forward_ms, 4),
-         output_shapes=[list(t.shape) for t in outputs], warnings=warnings)
-    return 0
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 if __name__ == "__main__":
-    ref, out, dev, fwd, bound = sys.argv[1:6]
-    sys.exit(main(ref, out, dev, fwd, int(bound)))
+    ref, out, dev, fwd, bound, memory_mb = sys.argv[1:7]
+    Checker(ref, out, dev, fwd, int(bound), int(memory_mb)).run()

@@ -24,7 +24,9 @@ from kernelsweep.tasks.errors import TaskConfigError, TaskError, TaskInvalidErro
 from kernelsweep.tasks.materialize import load_problem, materialize
 from kernelsweep.tasks.plan import plan_task_ids, select_problems
 from kernelsweep.tasks.selection import parse_selection
-from kernelsweep.tasks.validate import DEFAULT_MAX_NUMEL, DEFAULT_TIMEOUT_S, FORWARD_MODES, validate_reference
+from kernelsweep.tasks.validate import (
+    DEFAULT_CPU_MEMORY_MB, DEFAULT_MAX_NUMEL, DEFAULT_TIMEOUT_S, FORWARD_MODES, validate_reference,
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -75,6 +77,8 @@ def _check_args(p: argparse.ArgumentParser) -> None:
                    help="auto: on cpu only for small inputs; always; never (default auto)")
     g.add_argument("--max-numel", type=int, default=DEFAULT_MAX_NUMEL,
                    help=f"auto mode's CPU bound on input + parameter elements (default {DEFAULT_MAX_NUMEL})")
+    g.add_argument("--cpu-memory-mb", type=int, default=DEFAULT_CPU_MEMORY_MB,
+                   help=f"auto mode's CPU memory cap for building and running it (default {DEFAULT_CPU_MEMORY_MB})")
     g.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                    help=f"seconds per reference check (default {DEFAULT_TIMEOUT_S:g})")
 
@@ -149,7 +153,7 @@ def _write(args: argparse.Namespace) -> int:
     record = materialize(
         selection_from_args(args), args.task, args.out, repo_root=args.repo_root,
         validate=not args.no_validate, device=args.device, forward=args.forward,
-        max_numel=args.max_numel, timeout_s=args.timeout,
+        max_numel=args.max_numel, timeout_s=args.timeout, cpu_memory_mb=args.cpu_memory_mb,
     )
     print(f"wrote {args.out}: {record['id']} {record['name']} sha256 {record['sha256'][:12]}"
           f"{_describe(record['validation'])}")
@@ -162,15 +166,17 @@ def _validate(args: argparse.Namespace) -> int:
     if args.file:
         items = [(path, lambda path=path: _read_file(path)) for path in args.file]
     else:
-        sel = parse_selection(selection_from_args(args), args.repo_root)
-        task_ids = args.task or plan_task_ids(selection_from_args(args), args.repo_root)
+        selection = selection_from_args(args)
+        sel = parse_selection(selection, args.repo_root)
+        task_ids = args.task or plan_task_ids(selection, args.repo_root)
         items = [(t, lambda t=t: load_problem(sel, t).code) for t in task_ids]
 
     def check(item: tuple[str, Any]) -> tuple[str, bool, str]:
         label, read_code = item
         try:
             record = validate_reference(read_code(), label, device=args.device, forward=args.forward,
-                                        max_numel=args.max_numel, timeout_s=args.timeout)
+                                        max_numel=args.max_numel, timeout_s=args.timeout,
+                                        cpu_memory_mb=args.cpu_memory_mb)
         except TaskInvalidError as e:
             return label, False, e.reason
         return label, True, _describe(record).lstrip(", ")

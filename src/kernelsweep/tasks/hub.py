@@ -39,7 +39,7 @@ def _split_regex(level: int) -> re.Pattern:
     # A path segment that is the split name followed by `/`, `-shard…` or
     # `.parquet`: level_1 must not pick up level_10's files.
     s = re.escape(split_name(level))
-    return re.compile(rf"(?:^|/){s}(?:/.*|-[^/]*|)\.parquet")
+    return re.compile(rf"(?:.*/)?{s}(?:/.*|-[^/]*|)\.parquet")
 
 
 def find_split_files(root: Path, level: int) -> list[Path]:

@@ -10,7 +10,9 @@ from kernelsweep.tasks.errors import TaskConfigError
 from kernelsweep.tasks.ids import parse_task_id
 from kernelsweep.tasks.problem import Problem
 from kernelsweep.tasks.selection import Selection, parse_selection
-from kernelsweep.tasks.validate import DEFAULT_MAX_NUMEL, DEFAULT_TIMEOUT_S, validate_reference
+from kernelsweep.tasks.validate import (
+    DEFAULT_CPU_MEMORY_MB, DEFAULT_MAX_NUMEL, DEFAULT_TIMEOUT_S, validate_reference,
+)
 
 
 def load_problem(sel: Selection, task_id: str) -> Problem:
@@ -41,7 +43,7 @@ def task_record(problem: Problem, validation: dict | None) -> dict[str, Any]:
 def materialize(selection: Mapping[str, Any], task_id: str, out_path: str | os.PathLike, *,
                 repo_root: str | os.PathLike = ".", validate: bool = True, device: str = "cpu",
                 forward: str = "auto", max_numel: int = DEFAULT_MAX_NUMEL,
-                timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+                timeout_s: float = DEFAULT_TIMEOUT_S, cpu_memory_mb: int = DEFAULT_CPU_MEMORY_MB) -> dict[str, Any]:
     """Read, validate and write one task; return the record written.
 
     Raises TaskConfigError / TaskSourceError (bad selection, source missing or
@@ -50,7 +52,7 @@ def materialize(selection: Mapping[str, Any], task_id: str, out_path: str | os.P
     problem = load_problem(parse_selection(selection, repo_root), task_id)
     validation = (
         validate_reference(problem.code, task_id, device=device, forward=forward,
-                           max_numel=max_numel, timeout_s=timeout_s)
+                           max_numel=max_numel, timeout_s=timeout_s, cpu_memory_mb=cpu_memory_mb)
         if validate else None
     )
     record = task_record(problem, validation)

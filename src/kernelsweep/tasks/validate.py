@@ -5,7 +5,9 @@ A reference is invalid when it does not import, lacks Model / get_inputs /
 get_init_inputs, or raises while building inputs, constructing the model or
 running forward. On the CPU with `forward="auto"` the forward check runs only
 when inputs and parameters are small (sized on the meta device, without
-allocating); otherwise it is skipped and the record says why.
+allocating), within an address-space cap and the timeout; otherwise it is
+skipped and the record says why. `forward="always"` (e.g. on a GPU) lifts
+the bound and the cap.
 """
 
 from __future__ import annotations
@@ -26,14 +28,20 @@ FORWARD_MODES = ("auto", "always", "never")
 # level-1 problems sit far above, the demo tasks far below.
 DEFAULT_MAX_NUMEL = 1 << 24
 DEFAULT_TIMEOUT_S = 180.0
+# Address space the CPU auto-mode check may add for building and running the
+# reference (outputs and intermediates can dwarf the inputs); beyond it the
+# forward check is skipped, not failed.
+DEFAULT_CPU_MEMORY_MB = 4096
 
 
 def validate_reference(code: str, task_id: str, *, device: str = "cpu", forward: str = "auto",
-                       max_numel: int = DEFAULT_MAX_NUMEL, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
+                       max_numel: int = DEFAULT_MAX_NUMEL, timeout_s: float = DEFAULT_TIMEOUT_S,
+                       cpu_memory_mb: int = DEFAULT_CPU_MEMORY_MB) -> dict:
     """Check one reference; return its validation record or raise TaskInvalidError.
 
     Record: `device`, `forward` (`ran`|`skipped`), `skip_reason`, `forward_ms`
-    (median of a few warm calls, a rough figure), `input_numel`, `param_numel`, `output_shapes`, `warnings`."""
+    (a rough figure: median of a few warm calls,
+    or the one cold call of a reference slower than ~1 s), `input_numel`, `param_numel`, `output_shapes`, `warnings`."""
     if forward not in FORWARD_MODES:
         raise TaskConfigError(f"forward check mode must be one of {FORWARD_MODES}, got {forward!r}")
     with tempfile.TemporaryDirectory(prefix="kernelsweep-validate-") as tmp:
@@ -41,17 +49,18 @@ def validate_reference(code: str, task_id: str, *, device: str = "cpu", forward:
         reference.write_text(code, encoding="utf-8")
         result_file = Path(tmp) / "result.json"
         returncode, timed_out, stderr = _run_child(
-            [sys.executable, "-P", str(CHILD), str(reference), str(result_file), device, forward, str(max_numel)],
+            [sys.executable, "-P", str(CHILD), str(reference), str(result_file), device, forward, str(max_numel),
+             str(cpu_memory_mb)],
             cwd=tmp, env=_child_env(device), timeout_s=timeout_s,
         )
         state = _read_state(result_file)
 
     stage = state.get("stage", "start")
     if timed_out:
-        if stage == "forward" and forward == "auto":
+        if stage in ("construct", "forward") and forward == "auto":
             # Slow is not broken: the evaluator times it on the right device.
             state.update(ok=True, forward="skipped",
-                         skip_reason=f"forward did not finish within {timeout_s:g} s on {device}")
+                         skip_reason=f"{_STAGES[stage]} did not finish within {timeout_s:g} s on {device}")
         else:
             raise TaskInvalidError(task_id, f"timed out after {timeout_s:g} s during {_STAGES.get(stage, stage)}")
     elif state.get("ok") is None:
@@ -87,6 +96,9 @@ _STAGES = {
 
 def _child_env(device: str) -> dict[str, str]:
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    # Few malloc arenas: each reserves 64 MiB of address space, which would eat
+    # the CPU memory cap on a many-core machine.
+    env.setdefault("MALLOC_ARENA_MAX", "2")
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU check must not touch (or wait for) a GPU
     return env

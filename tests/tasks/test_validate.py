@@ -1,0 +1,193 @@
+"""Reference validation in a child process: every way a reference can be
+broken is reported with the task id and a reason, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from conftest import reference, run_cli
+from kernelsweep.tasks import TaskInvalidError, materialize, validate_reference
+
+HEADER = "import torch\nimport torch.nn as nn\n"
+INPUTS = "\ndef get_inputs():\n    return [torch.randn(4, 4)]\n\ndef get_init_inputs():\n    return []\n"
+IDENTITY = "\nclass Model(nn.Module):\n    def forward(self, x):\n        return x\n"
+
+
+def invalid_reason(code: str, **kw) -> str:
+    with pytest.raises(TaskInvalidError) as info:
+        validate_reference(code, "L9-042", **kw)
+    assert info.value.task_id == "L9-042"
+    assert str(info.value).startswith("L9-042: invalid reference: ")
+    return info.value.reason
+
+
+def test_valid_reference_runs_forward():
+    record = validate_reference(reference(3), "L9-001")
+    assert record["forward"] == "ran" and record["device"] == "cpu"
+    assert record["output_shapes"] == [[8, 8]]
+    assert record["input_numel"] == 64 and record["param_numel"] == 0
+    assert record["forward_ms"] > 0 and record["warnings"] == []
+
+
+def test_missing_model():
+    assert invalid_reason(HEADER + INPUTS).startswith("missing Model")
+    assert invalid_reason(HEADER + IDENTITY) == (
+        "missing get_inputs, get_init_inputs (a KernelBench reference defines Model, get_inputs and get_init_inputs)"
+    )
+    assert "not a torch.nn.Module subclass" in invalid_reason(HEADER + "\nclass Model:\n    pass\n" + INPUTS)
+
+
+def test_import_errors():
+    reason = invalid_reason("import torch\nimport kernelsweep_no_such_module\n" + IDENTITY + INPUTS)
+    assert reason.startswith("import failed: ModuleNotFoundError: No module named 'kernelsweep_no_such_module'")
+    assert "(line 2 of the reference)" in reason
+    assert invalid_reason(HEADER + "def broken(:\n").startswith("import failed: SyntaxError")
+    assert invalid_reason(HEADER + "raise SystemExit(3)\n").startswith("import failed: SystemExit")
+
+
+def test_forward_raising_names_the_line():
+    code = HEADER + "\nclass Model(nn.Module):\n    def forward(self, x):\n        return x @ torch.randn(5, 5)\n" + INPUTS
+    reason = invalid_reason(code)
+    assert reason.startswith("forward raised RuntimeError:") and "(line 6 of the reference)" in reason
+
+
+def test_inputs_and_construction_raising():
+    bad_inputs = HEADER + IDENTITY + "\ndef get_inputs():\n    raise ValueError('no data')\n\ndef get_init_inputs():\n    return []\n"
+    assert invalid_reason(bad_inputs) == "get_inputs() raised ValueError: no data (line 9 of the reference)"
+    bad_init = HEADER + IDENTITY + "\ndef get_inputs():\n    return []\n\ndef get_init_inputs():\n    return 3\n"
+    assert invalid_reason(bad_init) == "get_init_inputs() must return a list, got int"
+    needs_arg = HEADER + "\nclass Model(nn.Module):\n    def __init__(self, k):\n        super().__init__()\n" \
+        "    def forward(self, x):\n        return x\n" + INPUTS
+    assert invalid_reason(needs_arg).startswith("Model(*get_init_inputs()) raised TypeError")
+    no_tensor = HEADER + "\nclass Model(nn.Module):\n    def forward(self, x):\n        return 3\n" + INPUTS
+    assert invalid_reason(no_tensor) == "forward returned no tensor (got int)"
+
+
+def test_large_inputs_skip_the_cpu_forward_without_allocating():
+    # 2**34 float32 elements (64 GiB): sized on the meta device, never allocated.
+    code = HEADER + IDENTITY + "\nN = 1 << 17\n\ndef get_inputs():\n    return [torch.rand(N, N)]\n\ndef get_init_inputs():\n    return []\n"
+    record = validate_reference(code, "L9-002")
+    assert record["forward"] == "skipped" and record["input_numel"] == 1 << 34
+    assert "17,179,869,184 elements, above the CPU bound 16,777,216" in record["skip_reason"]
+    # A broken forward behind a big input is still caught once the bound allows it.
+    small = validate_reference(reference(2), "L9-003", max_numel=10)
+    assert small["forward"] == "skipped"
+    assert validate_reference(reference(2), "L9-003", forward="never")["skip_reason"] == "forward check disabled"
+
+
+def test_inputs_that_cannot_run_on_meta_are_built_under_the_memory_cap():
+    # .item() fails on the meta device: the child builds the inputs for real.
+    small = HEADER + IDENTITY + "\ndef get_inputs():\n    n = int(torch.randint(2, 4, ()).item())\n    return [torch.randn(n)]\n" \
+        "\ndef get_init_inputs():\n    return []\n"
+    record = validate_reference(small, "L9-004")
+    assert record["forward"] == "ran" and record["input_numel"] in (2, 3)
+    # The same, 64 GiB large: the address-space cap stops it early.
+    huge = HEADER + IDENTITY + "\ndef get_inputs():\n    n = int(torch.tensor(1 << 17).item())\n    return [torch.rand(n, n)]\n" \
+        "\ndef get_init_inputs():\n    return []\n"
+    record = validate_reference(huge, "L9-004")
+    assert record["forward"] == "skipped" and record["input_numel"] is None
+    assert record["skip_reason"] == "get_inputs() needs more than 4096 MiB on the CPU (the auto-mode memory cap)"
+
+
+def test_a_huge_intermediate_skips_the_cpu_forward():
+    # Small inputs, a 64 GiB intermediate: the input bound cannot see it, the cap does.
+    code = HEADER + "\nclass Model(nn.Module):\n    def forward(self, x):\n" \
+        "        return x + torch.zeros(1 << 17, 1 << 17).sum()\n" + INPUTS
+    record = validate_reference(code, "L9-008", cpu_memory_mb=1024)
+    assert record["forward"] == "skipped" and record["input_numel"] == 16
+    assert record["skip_reason"] == "forward needs more than 1024 MiB on the CPU (the auto-mode memory cap)"
+
+
+def test_hang_at_import_times_out():
+    start = time.monotonic()
+    reason = invalid_reason(HEADER + "while True:\n    pass\n", timeout_s=8)
+    assert reason == "timed out after 8 s during import of the reference"
+    assert time.monotonic() - start < 30
+
+
+def test_slow_forward_is_skipped_in_auto_mode_but_invalid_when_forced():
+    code = HEADER + "import time\n\nclass Model(nn.Module):\n    def forward(self, x):\n        time.sleep(600)\n        return x\n" + INPUTS
+    record = validate_reference(code, "L9-005", timeout_s=8)
+    assert record["forward"] == "skipped" and record["skip_reason"] == "forward did not finish within 8 s on cpu"
+    assert invalid_reason(code, timeout_s=8, forward="always") == "timed out after 8 s during forward"
+
+
+def test_timeout_kills_what_the_reference_spawned(tmp_path):
+    pid_file = tmp_path / "grandchild.pid"
+    code = HEADER + "import subprocess, sys\n" \
+        f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n" \
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid))\n" \
+        "while True:\n    pass\n"
+    invalid_reason(code, timeout_s=8)
+    pid = int(pid_file.read_text())
+    for _ in range(50):  # killed by the group kill; give the kernel a moment to reap it
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        if open(f"/proc/{pid}/stat").read().split()[2] == "Z":
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"grandchild {pid} survived the timeout")
+
+
+def test_crash_is_reported_with_the_signal():
+    code = HEADER + "import os\n\nclass Model(nn.Module):\n    def forward(self, x):\n        os.abort()\n" + INPUTS
+    reason = invalid_reason(code)
+    assert reason.startswith("the check process died during forward (killed by SIGABRT)")
+
+
+def test_non_finite_output_is_a_warning():
+    code = HEADER + "\nclass Model(nn.Module):\n    def forward(self, x):\n        return x / 0.0\n" + INPUTS
+    assert validate_reference(code, "L9-006")["warnings"] == ["output holds NaN or Inf"]
+
+
+def test_cuda_without_a_gpu_is_an_environment_error_not_an_invalid_task():
+    import torch
+    from kernelsweep.tasks import TaskConfigError
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    with pytest.raises(TaskConfigError, match="device cuda requested but torch sees no CUDA device"):
+        validate_reference(reference(2), "L9-007", device="cuda")
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    level = tmp_path / "kb" / "level1"
+    level.mkdir(parents=True)
+    (level / "1_Good.py").write_text(reference(2))
+    (level / "2_No_Model.py").write_text(HEADER + INPUTS)
+    (level / "3_Bad_Forward.py").write_text(
+        HEADER + "\nclass Model(nn.Module):\n    def forward(self, x):\n        return x.view(3, -1)\n" + INPUTS)
+    return tmp_path / "kb"
+
+
+def test_materialize_reports_invalid_task_and_writes_nothing(checkout, tmp_path):
+    selection = {"source": "local", "path": str(checkout), "levels": [1]}
+    out = tmp_path / "L1-002.json"
+    with pytest.raises(TaskInvalidError, match=r"^L1-002: invalid reference: missing Model"):
+        materialize(selection, "L1-002", out)
+    assert not out.exists()
+    record = materialize(selection, "L1-001", tmp_path / "L1-001.json")
+    assert json.loads((tmp_path / "L1-001.json").read_text()) == record
+
+
+def test_cli_validate_lists_each_task(checkout):
+    proc = run_cli("validate", "--source", "local", "--path", str(checkout), "--jobs", "2")
+    assert proc.returncode == 1
+    lines = dict(line.split("\t", 1) for line in proc.stdout.strip().splitlines())
+    assert lines["L1-001"].startswith("ok\tforward ran on cpu")
+    assert lines["L1-002"].startswith("INVALID\tmissing Model")
+    assert lines["L1-003"].startswith("INVALID\tforward raised RuntimeError")
+    assert "1 valid, 2 invalid" in proc.stderr
+    proc = run_cli("write", "--source", "local", "--path", str(checkout), "--task", "L1-003", "--out", "/dev/null")
+    assert proc.returncode == 1 and proc.stderr.startswith("error: L1-003: invalid reference: forward raised")
+    assert "Traceback" not in proc.stderr
+    proc = run_cli("validate", "--file", str(checkout / "level1" / "1_Good.py"))
+    assert proc.returncode == 0 and "\tok\t" in proc.stdout
