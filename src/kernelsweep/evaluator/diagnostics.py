@@ -18,8 +18,7 @@ _GCC = re.compile(r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):(?:(?P<col>\d+):)?\s*
                   r"(?P<severity>fatal error|error):\s*(?P<message>.+)$", re.M)
 _NVCC = re.compile(r"^(?P<file>[^\s(][^(\n]*)\((?P<line>\d+)\):\s*"
                    r"(?P<severity>catastrophic error|error):\s*(?P<message>.+)$", re.M)
-_LINKER = re.compile(r"^(?:.*?\bld(?:\.\w+)?:\s*)(?:[^:\n]*:\s*)?(?P<message>(?:undefined reference to|cannot find -l).+)$",
-                     re.M)
+_LINKER = re.compile(r"^[^\n]*?:\s*(?P<message>(?:undefined reference to|cannot find -l)[^\n]+)$", re.M)
 
 # Messages (gcc, clang, nvcc, ld) saying that a named thing does not exist.
 _MISSING = [re.compile(p) for p in (

@@ -1,0 +1,114 @@
+"""Every category, end to end on the CPU target: real worker processes, real
+C++ builds, real signals and timers. Each case is one fixture candidate."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelsweep.verdict import CATEGORIES, SUCCESS_CATEGORIES
+
+# (reference, candidate, expected category); the C++ cases use the shared library build.
+CASES = [
+    ("add", "empty", "no_code"),
+    ("add", "prose_only", "no_code"),
+    ("add", "syntax_error", "syntax_error"),
+    ("add", "no_modelnew", "interface_error"),
+    ("add", "wrong_init", "interface_error"),
+    ("add", "wrong_forward", "interface_error"),
+    ("add", "hallucinated_attr", "hallucinated_api"),
+    ("add", "hallucinated_module", "hallucinated_api"),
+    ("add", "hallucinated_kwarg", "hallucinated_api"),
+    ("add", "cpp_bad_header", "hallucinated_api"),
+    ("add", "cpp_undeclared", "hallucinated_api"),
+    ("add", "cpp_compile_error", "compile_error"),
+    ("add", "oom", "out_of_memory"),
+    ("add", "cpp_segv", "crash"),
+    ("add", "segfault_python", "crash"),
+    ("add", "runtime_error", "runtime_error"),
+    ("add", "exit_early", "runtime_error"),
+    ("add", "shape_mismatch", "shape_mismatch"),
+    ("add", "dtype_mismatch", "shape_mismatch"),
+    ("pair_out", "pair_swapped", "shape_mismatch"),
+    ("add", "wrong_output", "wrong_output"),
+    ("add", "pytorch_only", "no_custom_kernel"),
+    ("pair_out", "pair_out", "no_custom_kernel"),
+    ("add", "cpp_unused", "no_custom_kernel"),
+    ("add", "cpp_fallback", "no_custom_kernel"),
+    ("slow_add", "cpp_add", "correct_faster"),
+    ("add", "cpp_add_repeat", "correct_slower"),
+    ("sleepy_add", "cpp_add_sleepy", "correct_tie"),
+]
+
+
+@pytest.mark.parametrize("reference, candidate, expected", CASES, ids=[c[1] + "-vs-" + c[0] for c in CASES])
+def test_category(run_eval, cpu_library, reference, candidate, expected):
+    r = run_eval(reference, candidate)
+    assert r["category"] == expected, (r["category"], r["error"], r["flags"])
+    assert r["category"] in CATEGORIES
+    assert r["correct"] == (expected in SUCCESS_CATEGORIES or expected == "no_custom_kernel")
+    assert r["custom_kernel"] == (expected in SUCCESS_CATEGORIES)
+    if r["correct"]:
+        assert r["trials_passed"] == 3 and r["max_abs_diff"] is not None
+        assert r["runtime_ms"]["n"] == 10 and len(r["ref_runtime_ms"]["samples"]) == 10
+        assert r["speedup_ci"][0] <= r["speedup"] <= r["speedup_ci"][1]
+        assert r["faster"] == (r["timing_verdict"] == "faster")
+        assert r["error"] is None
+    else:
+        assert r["error"] and r["error"]["message"]
+        assert r["speedup"] is None and r["faster"] in (None, False)
+
+
+def test_build_failures_say_where(run_eval):
+    r = run_eval("add", "cpp_bad_header")
+    assert r["compiled"] is False
+    assert "ATen/native/cudnn/utils.h" in r["error"]["message"]
+    assert r["error"]["diagnostics"][0]["missing"] == "ATen/native/cudnn/utils.h"
+    r = run_eval("add", "cpp_undeclared")
+    assert "'F'" in r["error"]["message"]
+
+
+def test_kernel_evidence_static_and_launched(run_eval, cpu_library):
+    r = run_eval("slow_add", "cpp_add")
+    evidence = r["kernel_evidence"]
+    assert evidence["static"]["defines_kernel"] and "vec_add" in evidence["static"]["bound_functions"]
+    assert evidence["launched"]["launched"]
+    assert any(name.endswith(".vec_add") for name in evidence["launched"]["extension_calls"])
+    unused = run_eval("add", "cpp_unused")
+    assert unused["kernel_evidence"]["static"]["defines_kernel"]
+    assert not unused["kernel_evidence"]["launched"]["launched"]
+
+
+def test_the_compile_steps_build_is_found_cached(run_eval, cpu_library):
+    r = run_eval("slow_add", "cpp_add")
+    assert r["compiled"] is True
+    assert r["builds"] and all(b["cached"] for b in r["builds"])
+    assert r["builds"][0]["key"] == cpu_library["builds"][0]["key"]
+
+
+def test_weights_match_by_seed_or_by_copy(run_eval):
+    # Other attribute names: equal only because both are built under the same seed.
+    assert run_eval("linear_relu", "linear_relu_own_init")["category"] == "no_custom_kernel"
+    # Extra random draw first: equal only because the reference's weights are copied in.
+    assert run_eval("linear_relu", "linear_relu_scaled_init")["category"] == "no_custom_kernel"
+
+
+def test_half_precision(run_eval, cpu_library):
+    r = run_eval("add", "pytorch_only", precision="fp16")
+    assert r["category"] == "no_custom_kernel"
+    assert r["provenance"]["atol"] == 1e-2 and r["precision"] == "fp16"
+    # The C++ kernel reads float32 data only: on fp16 inputs it raises (TORCH_CHECK).
+    assert run_eval("add", "cpp_add", precision="fp16")["category"] == "runtime_error"
+
+
+def test_record_fields_and_provenance(run_eval):
+    r = run_eval("add", "pytorch_only", task_sha256="f" * 64)
+    for key in ("schema", "category", "compiled", "correct", "custom_kernel", "kernel_evidence", "speedup",
+                "speedup_ci", "timing_verdict", "faster", "runtime_ms", "ref_runtime_ms", "max_abs_diff",
+                "max_rel_diff", "trials_passed", "error", "flags", "wall_s", "compile_s", "device", "precision",
+                "provenance"):
+        assert key in r, key
+    p = r["provenance"]
+    assert p["task_sha256"] == "f" * 64 and len(p["candidate_sha256"]) == 64
+    assert p["seeds"]["trials"] == [1000, 1001, 1002] and p["trials"] == 3 and p["timing_trials"] == 10
+    assert p["torch"] and p["python"] and p["device_name"] and p["harness"]
+    assert set(r["runtime_ms"]) >= {"median", "mean", "std", "min", "max", "n", "samples"}

@@ -1,0 +1,40 @@
+"""Each cheat family ends as `cheat` or as a failure, never as a correct (or
+faster) result."""
+
+from __future__ import annotations
+
+import pytest
+
+CHEATS = [
+    # (reference, candidate, expected category, flag that must be raised)
+    ("add", "cheat_mutate_inputs", "cheat", "mutates_inputs"),
+    ("near_identity", "cheat_returns_input", "cheat", "returns_input"),
+    ("softmax_singleton", "cheat_constant", "cheat", "constant_output"),
+    ("add", "cheat_thread", "cheat", "output_changed_after_return"),
+    ("add", "cpp_persistent_buffer", "cheat", "cached_output"),
+    ("add", "cheat_cached_output", "wrong_output", "cached_output"),
+    ("add", "cpp_patch_timer", "cheat", "patched_harness"),
+    ("add", "cheat_patch_allclose", "wrong_output", "patched_harness"),
+    ("add", "cpp_slow_reference", "cheat", "reference_tampered"),
+    ("add", "cheat_forge_report", "cheat", "report_tampered"),
+]
+
+
+@pytest.mark.parametrize("reference, candidate, expected, flag", CHEATS, ids=[c[1] for c in CHEATS])
+def test_cheat_is_caught(run_eval, cpu_library, reference, candidate, expected, flag):
+    r = run_eval(reference, candidate)
+    assert r["category"] == expected, (r["category"], r["error"], r["flags"])
+    assert flag in r["flags"]
+    assert r["correct"] is False and r["faster"] in (None, False)
+
+
+def test_constant_reference_does_not_fail_an_honest_candidate(run_eval):
+    r = run_eval("softmax_singleton", "legit_constant")
+    assert r["category"] == "no_custom_kernel"
+    assert "constant_reference" in r["flags"] and "constant_output" not in r["flags"]
+
+
+def test_speedup_beyond_the_bound_is_a_cheat(run_eval, cpu_library):
+    r = run_eval("slow_add", "cpp_add", speedup_bound=1.2)  # a real ~5x speedup, above this bound
+    assert r["category"] == "cheat" and "excessive_speedup" in r["flags"]
+    assert r["speedup"] > 1.2 and r["faster"] is False

@@ -1,0 +1,206 @@
+"""Parts that judge without running a candidate: source analysis, compiler
+diagnostics (from the real compilers), output comparison and exception
+classification (from real exceptions)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+import torch
+
+from evaluator_paths import CPU, shared_dir
+
+from kernelsweep.evaluator import classify, compare, diagnostics, harness, source
+
+
+# --------------------------------------------------------------- source ---
+def test_empty_and_docstring_only_are_no_code():
+    assert source.analyze("").no_code
+    assert source.analyze("  \n\n").no_code
+    assert source.analyze('"""Only prose here."""\n').no_code
+    assert not source.analyze("x = 1\n").no_code
+
+
+def test_syntax_error_reports_line():
+    info = source.analyze((CPU / "syntax_error.py").read_text())
+    assert info.syntax_error and info.syntax_error["line"] == 5
+
+
+def test_static_evidence_of_cuda_and_triton_kernels():
+    text = '''
+import triton
+import triton.language as tl
+from torch.utils.cpp_extension import load_inline
+cuda_src = """
+__global__ void fused_relu_kernel(const float* x, float* y, int n) { }
+template <typename T> __global__ void __launch_bounds__(256) scale_kernel(T* x) { }
+"""
+ext = load_inline(name="e", cpp_sources="torch::Tensor run(torch::Tensor x);", cuda_sources=cuda_src,
+                  functions=["run"])
+
+@triton.jit
+def add_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+class ModelNew: pass
+'''
+    info = source.analyze(text)
+    ev = info.evidence
+    assert ev["cuda_kernels"] == ["fused_relu_kernel", "scale_kernel"]
+    assert ev["triton_kernels"] == ["add_kernel"]
+    assert ev["bound_functions"] == ["run"]
+    assert source.defines_kernel(ev, "cuda")
+    assert info.names_model_new
+
+
+def test_cpu_kernel_needs_an_extension_with_a_function():
+    library = source.analyze((CPU / "cpp_add.py").read_text())
+    assert source.defines_kernel(library.evidence, "cpu")
+    assert "vec_add" in source.kernel_names(library.evidence, "cpu")
+    plain = source.analyze((CPU / "pytorch_only.py").read_text())
+    assert not source.defines_kernel(plain.evidence, "cpu")
+    assert not source.defines_kernel(library.evidence, "cuda")  # C++ on the host is no CUDA kernel
+
+
+def test_replayed_model_outputs_define_no_kernels():
+    """The published generations hold no __global__ kernel (their README says so);
+    the static analysis must agree on every one of them, and never crash."""
+    folder = shared_dir() / "replay" / "kernelbench-agentic"
+    if not folder.is_dir():
+        pytest.skip(f"shared replay data not found at {folder} (set KERNELSWEEP_SHARED)")
+    rows = [json.loads(line) for f in sorted(folder.glob("*.jsonl")) for line in f.read_text().splitlines() if line]
+    assert len(rows) == 150
+    for row in rows:
+        info = source.analyze(row["extracted_code"] or "")
+        assert not source.defines_kernel(info.evidence, "cuda"), row["task"]
+        assert not info.no_code
+
+
+# ---------------------------------------------------------- diagnostics ---
+def _compile_error(code: str, suffix: str, compiler: list[str], tmp_path) -> str:
+    path = tmp_path / f"probe{suffix}"
+    path.write_text(code)
+    out = subprocess.run(compiler + [str(path)], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode != 0
+    return out.stdout + out.stderr
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
+@pytest.mark.parametrize("code, missing", [
+    ("#include <ATen/native/cudnn/utils.h>\n", "ATen/native/cudnn/utils.h"),
+    ("int f() { return F(1); }\n", "F"),
+    ("namespace at {}\nint f() { return at::fast_relu(1); }\n", "fast_relu"),
+    ("struct T { int x; };\nint f(T t) { return t.data; }\n", "data"),
+])
+def test_gcc_missing_names_are_hallucinations(tmp_path, code, missing):
+    diags = diagnostics.parse(_compile_error(code, ".cpp", ["g++", "-fsyntax-only"], tmp_path))
+    assert diags and diags[0].missing == missing
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
+def test_gcc_type_error_is_a_plain_compile_error(tmp_path):
+    diags = diagnostics.parse(_compile_error("int f(const float* p) { int i = p; return i; }\n", ".cpp",
+                                             ["g++", "-fsyntax-only"], tmp_path))
+    assert diags and all(d.missing is None for d in diags)
+    record = {"kind": "compile", "name": "x", "output": "\n".join(f"{d.file}:{d.line}:1: error: {d.message}" for d in diags)}
+    assert classify.classify_build(record).category == "compile_error"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_nvcc_front_end_diagnostics(tmp_path):
+    out = _compile_error("__global__ void k(float* x) { x[0] = undefined_thing; }\n"
+                         "#include <cuda/not_a_header.h>\n", ".cu", ["nvcc", "-c", "-o", "k.o"], tmp_path)
+    diags = diagnostics.parse(out)
+    assert diags, out
+    assert diags[0].missing in ("undefined_thing", "cuda/not_a_header.h")
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
+def test_linker_symbols_split_library_from_own(tmp_path):
+    library = _compile_error("namespace at { int fast_gelu(int); }\nint main() { return at::fast_gelu(1); }\n",
+                             ".cpp", ["g++", "-o", "a.out"], tmp_path)
+    assert diagnostics.parse(library)[0].missing.startswith("at::fast_gelu")
+    own = _compile_error("int launch_my_kernel(int);\nint main() { return launch_my_kernel(1); }\n",
+                         ".cpp", ["g++", "-o", "a.out"], tmp_path)
+    diags = diagnostics.parse(own)
+    assert diags and diags[0].missing is None
+
+
+# -------------------------------------------------------------- compare ---
+def _out(*leaves, structure=None):
+    return {"structure": structure or ("T" if len(leaves) == 1 else f"tuple[{','.join('T' for _ in leaves)}]"),
+            "leaves": list(leaves)}
+
+
+def test_compare_tolerance_rule():
+    r = torch.tensor([1.0, 100.0, 0.0])
+    ok = compare.compare_outputs(_out(r), _out(r + torch.tensor([1e-4, 1e-2, 1e-4])), 1e-4, 1e-4)
+    assert ok["ok"] and ok["max_abs_diff"] == pytest.approx(1e-2, rel=1e-3)
+    bad = compare.compare_outputs(_out(r), _out(r + torch.tensor([3e-4, 0.0, 0.0])), 1e-4, 1e-4)
+    assert not bad["ok"] and bad["kind"] == "values"
+
+
+def test_compare_shape_dtype_structure_nonfinite():
+    r = torch.zeros(2, 3)
+    assert compare.compare_outputs(_out(r), _out(torch.zeros(3, 2)), 1e-4, 1e-4)["kind"] == "shape"
+    assert compare.compare_outputs(_out(r), _out(r.double()), 1e-4, 1e-4)["kind"] == "dtype"
+    assert compare.compare_outputs(_out(r), _out(r, r), 1e-4, 1e-4)["kind"] == "structure"
+    nan = r.clone()
+    nan[0, 0] = float("nan")
+    assert compare.compare_outputs(_out(r), _out(nan), 1e-4, 1e-4)["kind"] == "nonfinite"
+    assert compare.compare_outputs(_out(nan), _out(nan.clone()), 1e-4, 1e-4)["ok"]
+
+
+def test_identical_outputs_is_bitwise():
+    a = torch.randn(5)
+    assert compare.identical_outputs(_out(a), _out(a.clone()))
+    assert not compare.identical_outputs(_out(a), _out(a + 1e-7))
+
+
+# ------------------------------------------------------------- classify ---
+def _described(fn, **kw) -> dict:
+    try:
+        fn()
+    except BaseException as exc:  # noqa: BLE001
+        return harness.describe_exception(exc, "trials", **kw)
+    raise AssertionError("no exception")
+
+
+def test_real_exceptions_map_to_categories():
+    import torch.utils.cpp_extension as cpp
+
+    cases = [
+        (lambda: torch.fused_add_fast(1), "hallucinated_api"),
+        (lambda: __import__("flash_elementwise_kernels"), "hallucinated_api"),
+        (lambda: cpp.load_inline(name="x", sources=["int f();"]), "hallucinated_api"),
+        (lambda: torch.empty(1 << 50, dtype=torch.uint8), "out_of_memory"),
+        (lambda: [].pop(), "runtime_error"),
+        (lambda: None.shape, "runtime_error"),  # an attribute of None is the candidate's bug, not an API
+        (lambda: exec("def broken(:\n  pass"), "syntax_error"),
+    ]
+    for fn, expected in cases:
+        info = _described(fn)
+        assert classify.classify_exception(info).category == expected, info["message"]
+
+
+def test_unexpected_keyword_on_own_function_is_not_a_hallucination():
+    def own(a):
+        return a
+
+    info = _described(lambda: own(a=1, b=2), candidate_names=frozenset({"own"}))
+    assert classify.classify_exception(info).category == "runtime_error"
+
+
+def test_cuda_error_codes_from_messages():
+    class FakeAccel(RuntimeError):
+        pass
+
+    assert harness.cuda_error_name(FakeAccel("CUDA error: an illegal memory access was encountered\n"
+                                             "Search for `cudaErrorIllegalAddress' in ...")) == "cudaErrorIllegalAddress"
+    assert harness.cuda_error_name(FakeAccel("CUDA error: misaligned address")) == "cudaErrorMisalignedAddress"
+    info = {"type": "torch.AcceleratorError", "mro": ["torch.AcceleratorError", "RuntimeError"],
+            "message": "CUDA error: an illegal memory access", "cuda_error": "cudaErrorIllegalAddress"}
+    assert classify.classify_exception(info).category == "crash"
