@@ -13,9 +13,9 @@ from model_helpers import MESSAGES, chat_reply
 from kernelsweep.seeds import derive_seed
 
 
-def prompt_file(tmp_path: Path, *, role="generator", n=1, stopped=False, model="m", **key) -> Path:
+def prompt_file(tmp_path: Path, *, role="generator", n=1, stopped=False, model="m", max_tokens=32, **key) -> Path:
     record = {"messages": MESSAGES, "role": role, "stopped": stopped, "sha256": "abc123",
-              "params": {"n": n, "temperature": 0.0 if n == 1 else 0.7, "max_tokens": 32},
+              "params": {"n": n, "temperature": 0.0 if n == 1 else 0.7, "max_tokens": max_tokens},
               "key": {"model": model, "method": "zero_shot", "task": "L1-001", "sample": 0, "turn": 0, **key}}
     path = tmp_path / "prompt.json"
     path.write_text(json.dumps(record))
@@ -133,8 +133,8 @@ def test_bad_invocations_explain_themselves(tmp_path, case, message):
 @pytest.mark.slow
 def test_embedded_model_through_the_stage(tmp_path, embedded_checkpoint):
     """The real embedded model, two sampled candidates from one batched call."""
-    spec = {"backend": "transformers", "path": str(embedded_checkpoint), "max_tokens": 8}
-    prompt = prompt_file(tmp_path, n=2)
+    spec = {"backend": "transformers", "path": str(embedded_checkpoint), "max_tokens": 64}
+    prompt = prompt_file(tmp_path, n=2, max_tokens=8)  # the prompt's (a method's) cap wins over the model's
     proc = generate(spec, prompt, tmp_path / "t0")
     assert proc.returncode == 0, proc.stderr
     records = [read(tmp_path / "t0" / f"c{i}" / "response.json") for i in range(2)]
