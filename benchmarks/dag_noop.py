@@ -1,8 +1,9 @@
 """Planning time of a complete no-op rerun of the reference study.
 
 Plans config/paper.yaml into a scratch results folder, creates every output the
-plan names (empty files, in dependency order, via `snakemake --touch`), then
-times `snakemake -n` on the finished study, which must find nothing to do.
+plan names (empty files, all with one modification time, so no input is newer
+than its output), then times `snakemake -n` on the finished study, which must
+find nothing to do.
 
     python benchmarks/dag_noop.py [--configfile config/paper.yaml] [--repeat 3]
 """
@@ -45,13 +46,12 @@ def main() -> int:
         outputs = set()
         for block in re.findall(r"^\s+output: (.+)$", plan.stdout, re.MULTILINE):
             outputs.update(p.strip() for p in block.split(","))
+        stamp = time.time() - 60
         for path in outputs:
-            Path(REPO, path).parent.mkdir(parents=True, exist_ok=True)
-            Path(REPO, path).touch()
-        touch = snakemake(["--touch", "--cores", "1", "--quiet", "all"], results, args.configfile)
-        if touch.returncode != 0:
-            print(touch.stdout[-3000:], touch.stderr[-3000:])
-            return 1
+            target = Path(REPO, path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.touch()
+            os.utime(target, (stamp, stamp))
         times = []
         for _ in range(args.repeat):
             start = time.perf_counter()
