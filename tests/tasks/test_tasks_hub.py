@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from conftest import COMMIT, reference, run_cli, write_hub_cache, write_split
+from tasks_helpers import COMMIT, reference, run_cli, write_hub_cache, write_split
 from kernelsweep.fileio import sha256_text
 from kernelsweep.tasks import TaskSourceError, plan_task_ids
 from kernelsweep.tasks.hub import HubSource, find_split_files

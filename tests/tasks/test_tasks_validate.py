@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import reference, run_cli
+from tasks_helpers import reference, run_cli
 from kernelsweep.tasks import TaskInvalidError, materialize, validate_reference
 
 HEADER = "import torch\nimport torch.nn as nn\n"
