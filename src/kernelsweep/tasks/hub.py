@@ -142,36 +142,22 @@ class HubSource:
 def _snapshot(repo: str, revision: str | None, cache_dir: Path | None,
               levels: tuple[int, ...], cache_only: bool) -> tuple[Path, str]:
     # Memoised: materialising many tasks in one process asks the Hub once.
-    from huggingface_hub import snapshot_download
     from huggingface_hub import errors as hf_errors
+    from huggingface_hub import snapshot_download
 
     # IncompleteSnapshotError only exists in recent huggingface-hub releases.
-    not_cached = (hf_errors.LocalEntryNotFoundError, getattr(hf_errors, "IncompleteSnapshotError", hf_errors.LocalEntryNotFoundError))
-    patterns = [p for level in levels for p in split_patterns(level)]
+    not_cached = (hf_errors.LocalEntryNotFoundError,
+                  getattr(hf_errors, "IncompleteSnapshotError", hf_errors.LocalEntryNotFoundError))
     rev = revision or "main"
-    from huggingface_hub import constants as hf_constants
-
-    cache = str(cache_dir or hf_constants.HF_HUB_CACHE)
-    fetch_cmd = " ".join(
-        ["kernelsweep tasks fetch --source hub", *([f"--repo {repo}"] if repo != DEFAULT_REPO else []),
-         *([f"--revision {revision}"] if revision else []), f"--levels {','.join(map(str, levels))}",
-         *([f"--cache-dir {cache_dir}"] if cache_dir else [])]
-    )
     try:
         folder = snapshot_download(
             repo, repo_type="dataset", revision=revision, cache_dir=cache_dir,
-            allow_patterns=patterns, local_files_only=cache_only,
+            allow_patterns=[p for level in levels for p in split_patterns(level)],
+            local_files_only=cache_only,
         )
     except not_cached as e:
-        cause = e.__cause__
-        why = "" if cache_only or cause is None else (
-            f"the Hub could not be reached ({type(cause).__name__}: {_first_line(cause)}) and "
-        )
-        raise TaskSourceError(
-            f"dataset {repo} (revision {rev}, {', '.join(split_name(l) for l in levels)}): "
-            f"{why}no complete copy in {cache}. Fix: run `{fetch_cmd}` with network access "
-            "(then HF_HUB_OFFLINE=1 runs use the cache), or set tasks.path to a folder of its parquet files"
-        ) from None
+        unreachable = None if cache_only else e.__cause__
+        raise TaskSourceError(_not_cached_message(repo, revision, cache_dir, levels, unreachable)) from None
     except hf_errors.RevisionNotFoundError:
         raise TaskSourceError(f"dataset {repo} has no revision {rev!r} (tasks.revision)") from None
     except (hf_errors.RepositoryNotFoundError, hf_errors.GatedRepoError) as e:
@@ -179,9 +165,33 @@ def _snapshot(repo: str, revision: str | None, cache_dir: Path | None,
             f"dataset {repo} not found or not accessible on the Hub (tasks.repo): {_first_line(e)}"
         ) from None
     except Exception as e:  # HTTP errors, proxy errors, a full disk…: one clear line
-        raise TaskSourceError(f"could not fetch dataset {repo} (revision {rev}): {type(e).__name__}: {_first_line(e)}") from None
+        raise TaskSourceError(
+            f"could not fetch dataset {repo} (revision {rev}): {type(e).__name__}: {_first_line(e)}"
+        ) from None
     folder = Path(folder)
     return folder, folder.name  # cache snapshots are named by commit hash
+
+
+def _not_cached_message(repo: str, revision: str | None, cache_dir: Path | None,
+                        levels: tuple[int, ...], unreachable: BaseException | None) -> str:
+    from huggingface_hub import constants as hf_constants
+
+    fetch = " ".join([
+        "kernelsweep tasks fetch --source hub",
+        *([f"--repo {repo}"] if repo != DEFAULT_REPO else []),
+        *([f"--revision {revision}"] if revision else []),
+        f"--levels {','.join(map(str, levels))}",
+        *([f"--cache-dir {cache_dir}"] if cache_dir else []),
+    ])
+    why = "" if unreachable is None else (
+        f"the Hub could not be reached ({type(unreachable).__name__}: {_first_line(unreachable)}) and "
+    )
+    return (
+        f"dataset {repo} (revision {revision or 'main'}, {', '.join(split_name(l) for l in levels)}): "
+        f"{why}no complete copy in {cache_dir or hf_constants.HF_HUB_CACHE}. Fix: run `{fetch}` with "
+        "network access (later runs, HF_HUB_OFFLINE=1 included, then use the cache), "
+        "or set tasks.path to a folder of its parquet files"
+    )
 
 
 def _first_line(e: BaseException) -> str:
