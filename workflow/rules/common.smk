@@ -120,9 +120,9 @@ def methods_with_n(n):
 def selection_flags(selection):
     """The config's tasks: selection as `kernelsweep tasks` flags."""
     flags = []
-    for key in ("source", "path", "repo", "revision", "names"):
+    for key in ("source", "path", "repo", "revision", "cache_dir", "names"):
         if selection.get(key) is not None:
-            flags.append(f"--{key} {shlex.quote(str(selection[key]))}")
+            flags.append(f"--{key.replace('_', '-')} {shlex.quote(str(selection[key]))}")
     if selection.get("levels"):
         levels = ",".join(map(str, selection["levels"]))
         flags.append(f"--levels {levels}")
