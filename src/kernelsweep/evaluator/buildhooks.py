@@ -81,6 +81,29 @@ def _is_toolchain_problem(exc: BaseException) -> bool:
     return text.startswith("Ninja is required") or "CUDA_HOME environment variable is not set" in text
 
 
+_FAILURE_FILE = "kernelsweep-build-failure.json"
+
+
+def _remember_failure(directory: Path, output: str) -> None:
+    """Keep a failed build's output when the compiler itself reported errors
+    (deterministic for this key); a build that failed for another reason (a
+    killed compiler, a full disk) is retried next time."""
+    from kernelsweep.evaluator import diagnostics
+
+    if not diagnostics.parse(output):
+        return
+    tmp = directory / (_FAILURE_FILE + ".tmp")
+    tmp.write_text(json.dumps({"output": output}))
+    os.replace(tmp, directory / _FAILURE_FILE)
+
+
+def _known_failure(directory: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((directory / _FAILURE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
 class BuildHooks:
     def __init__(self, build_root: str | os.PathLike, channel: Any, cuda_arch: str | None):
         self.root = Path(build_root)
@@ -126,6 +149,17 @@ class BuildHooks:
             cached = any(directory.glob(f"{name}*.so"))
             record: dict[str, Any] = {"function": function, "name": name, "key": key,
                                       "directory": str(directory), "cached": cached}
+            known = _known_failure(directory)
+            if known is not None:
+                # The compile step (or an earlier evaluation) already saw this exact
+                # build fail with compiler errors: fail the same way without recompiling.
+                exc = RuntimeError(f"Error building extension '{name}' (cached failure): {known['output']}")
+                record.update(ok=False, seconds=0.0, kind="compile", exception="RuntimeError",
+                              output=known["output"], cached=True)
+                hooks.records.append(record)
+                hooks.failures[id(exc)] = record
+                hooks.channel.send("build_end", name=name, ok=False, seconds=0.0, cached=True)
+                raise exc
             hooks.channel.send("build_start", name=name, key=key, directory=str(directory))
             t0 = time.monotonic()
             try:
@@ -136,6 +170,8 @@ class BuildHooks:
                 hooks.records.append(record)
                 hooks.failures[id(exc)] = record
                 hooks.channel.send("build_end", name=name, ok=False, seconds=record["seconds"])
+                if record["kind"] == "compile":
+                    _remember_failure(directory, record["output"])
                 raise
             record.update(ok=True, seconds=time.monotonic() - t0)
             hooks.records.append(record)

@@ -100,10 +100,15 @@ class Evaluation:
         r["flags"] = sorted(set(self.flags))
         r["stage_s"] = {k: round(v, 3) for k, v in self.stage_s.items()}
         if self.cfg.device == "cuda":
-            r["gpu_s"] = round(sum(self.stage_s.get(k, 0.0) for k in ("reference", "candidate", "timing")), 3)
+            r["gpu_s"] = round(self.device_s(), 3)
         r["wall_s"] = round(time.monotonic() - self.t0, 3)
         r["provenance"] = self._provenance()
         return r
+
+    def device_s(self) -> float:
+        """Seconds this evaluation held the device: the correctness span (both
+        workers) plus the timing worker."""
+        return self.stage_s.get("correctness", 0.0) + self.stage_s.get("timing", 0.0)
 
     def _provenance(self) -> dict[str, Any]:
         info = self.device_info
@@ -195,6 +200,7 @@ class Evaluation:
 
     def _run_workers(self, work: Path) -> dict[str, Any]:
         config = self._config(work)
+        started = time.monotonic()
         ref_worker = self._worker("reference", config, work, candidate=False).start()
         cand_worker = self._worker("candidate", config, work, wait_for_go=True).start()
         while ref_worker.running() and cand_worker.running():
@@ -214,6 +220,8 @@ class Evaluation:
             cand_worker.abort()
         cand_out = cand_worker.wait()
         self.stage_s["candidate"] = cand_out.wall_s
+        # Both workers hold the device at once: the span, not the sum, is device time.
+        self.stage_s["correctness"] = time.monotonic() - started
         self._note_builds(cand_out)
 
         reference_failed = HarnessError(

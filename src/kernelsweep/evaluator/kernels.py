@@ -63,6 +63,8 @@ def observe(call: Callable[[], Any], *, device: torch.device, extension_modules:
         for evt in prof.events():
             kind = str(getattr(evt, "device_type", ""))
             (device_events if kind.endswith("CUDA") else host_ops).append(evt.name)
+            # Older profilers attach kernels to the host op that launched them.
+            device_events.extend(k.name for k in getattr(evt, "kernels", []) or [])
     else:
         sys.setprofile(tracer)
         try:
