@@ -33,9 +33,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--configfile", default="config/paper.yaml")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--keep", help="build the finished study in this folder and keep it (for profiling)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="dag_noop_") as scratch:
+        scratch = args.keep or scratch
         results = Path(scratch) / "results"
         start = time.perf_counter()
         plan = snakemake(["-n", "--printshellcmds"], results, args.configfile)

@@ -29,9 +29,12 @@ def test_demo_dry_run_lists_every_stage(tmp_path):
     counts = job_counts(proc.stdout)
     tasks = counts["tasks"]
     assert tasks >= 4
-    for rule in ("prompt", "compile", "evaluate", "select", "final", "report", "baseline", "profile",
-                 "analyze", "research", "feedback", "prepare_model"):
+    for rule in ("generate_n1", "generate_n2", "compile_n1", "compile_n2", "evaluate", "select", "final",
+                 "report", "baseline", "profile", "analyze", "research", "feedback", "prepare_model"):
         assert counts.get(rule, 0) > 0, (rule, counts)
+    # zero_shot + guided: 1 turn x 1 candidate; iterative: 2 turns x 1; agentic: 2 turns x 2 candidates
+    assert counts["evaluate"] == tasks * (1 + 1 + 2 + 4)
+    assert counts["generate_n1"] == tasks * (1 + 1 + 2) and counts["generate_n2"] == tasks * 2
     assert counts["final"] == 4 * tasks  # 1 model x 4 methods x tasks x 1 sample
     assert counts["report"] == 1
 
@@ -44,6 +47,8 @@ def test_paper_dry_run_plans_full_study_without_network(tmp_path):
     assert counts["final"] == 30 * 11  # 4 methods + 7 ablations
     assert "prepare_model" not in counts  # the demo's model is not inherited
     assert counts["baseline"] == 30 and counts["report"] == 1
+    # turns x candidates of every method, summed: 1 + 1 + 3 + 3*4*4 (agentic, no_*) + 1*4 + 3*(1+2+8)
+    assert counts["evaluate"] == 30 * (1 + 1 + 3 + 4 * 12 + 4 + 3 * 11)
 
 
 def test_invalid_config_stops_before_any_job(tmp_path):

@@ -192,6 +192,10 @@ def role_inputs(wildcards, role=None):
     return found
 
 
+def generator_inputs(wildcards):
+    return {**role_inputs(wildcards), "model": model_ready(wildcards)}
+
+
 def role_rule_inputs(role):
     return lambda wildcards: {**role_inputs(wildcards, role), "model": model_ready(wildcards)}
 

@@ -3,28 +3,36 @@
 # evaluation finds the extension already built.
 
 
-rule compile:
-    input:
-        candidate=cand("candidate.py"),
-        response=cand("response.json"),
-    output:
-        cand("build.json"),
-    log:
-        cell_log("compile", "t{turn}/c{cand}.log"),
-    benchmark:
-        res("benchmarks/compile/{model}/{method}/{task}/s{sample}/t{turn}/c{cand}.tsv")
-    params:
-        timeout=STUDY.config["evaluation"]["compile_timeout_s"],
-        arch=STUDY.config["cuda_arch"],
-        py=PY,
-        device=DEVICE,
-        build=BUILD,
-    conda:
-        TIMING_ENV
-    shell:
-        "TORCH_CUDA_ARCH_LIST={params.arch:q} {params.py} -m kernelsweep.stages.evaluate compile "
-        "--candidate {input.candidate} --response {input.response} --device {params.device} "
-        "--build-dir {params.build} --timeout {params.timeout} --out {output} > {log} 2>&1"
+# One compile job per turn builds its n candidates in parallel on CPU cores.
+for _n in sorted({m["n"] for m in METHODS.values()}):
+
+    rule:
+        name:
+            f"compile_n{_n}"
+        input:
+            candidates=[f"{TURN}/c{c}/candidate.py" for c in range(_n)],
+            responses=[f"{TURN}/c{c}/response.json" for c in range(_n)],
+        output:
+            [f"{TURN}/c{c}/build.json" for c in range(_n)],
+        log:
+            cell_log("compile", "t{turn}.log"),
+        benchmark:
+            cell_benchmark("compile", "t{turn}.tsv")
+        wildcard_constraints:
+            method=methods_with_n(_n),
+        threads: min(_n, 4)
+        params:
+            timeout=STUDY.config["evaluation"]["compile_timeout_s"],
+            arch=STUDY.config["cuda_arch"],
+            py=PY,
+            device=DEVICE,
+            build=BUILD,
+        conda:
+            TIMING_ENV
+        shell:
+            "TORCH_CUDA_ARCH_LIST={params.arch:q} {params.py} -m kernelsweep.stages.evaluate compile "
+            "--candidates {input.candidates} --device {params.device} --jobs {threads} "
+            "--build-dir {params.build} --timeout {params.timeout} > {log} 2>&1"
 
 
 rule evaluate:

@@ -1,59 +1,45 @@
-# Stages 4, 5, 8 and the agentic roles: prompt -> generate -> (compile ->
-# evaluate, see evaluate.smk) -> select, turn after turn, then final.json per
-# cell. Every strategy is this one chain; a method's flags decide which inputs
+# Stages 4, 5, 8 and the agentic roles: prompt + generate (one job, two
+# products) -> (compile -> evaluate, see evaluate.smk) -> select, turn after
+# turn, then final.json per cell. Every strategy is this one chain; a method's flags decide which inputs
 # a prompt reads (profile, previous selection, analysis, brief, feedback).
 
-GENERATE = (
+PROMPT_THEN_GENERATE = (
+    "{params.ks} prompt --spec {params.spec:q} --inputs {params.inputs:q} --out {params.prompt} > {log} 2>&1 && "
     "{params.ks} generate --model {wildcards.model} --model-spec {params.model:q} "
-    "--prompt {params.prompt} --out-dir {params.out_dir} > {log} 2>&1"
+    "--prompt {params.prompt} --out-dir {params.out_dir} >> {log} 2>&1"
 )
 
 
-rule prompt:
-    input:
-        unpack(role_inputs),
-    output:
-        turn("prompt.json"),
-    log:
-        cell_log("prompt", "t{turn}.log"),
-    params:
-        spec=lambda w: prompt_spec(w, "generator"),
-        inputs=lambda w, input: as_json(dict(input.items())),
-        ks=KS,
-    conda:
-        CPU_ENV
-    localrule: True
-    shell:
-        "{params.ks} prompt --spec {params.spec:q} --inputs {params.inputs:q} --out {output} > {log} 2>&1"
-
-
-# One generate rule per candidate count n: a job writes all n candidates of a
-# turn from one batched model call (a rule's outputs are fixed when it is defined).
+# One generate rule per candidate count n: a job builds the turn's prompt and
+# writes all n candidates from one batched model call (a rule's outputs are
+# fixed when it is defined, hence one rule per n).
 for _n in sorted({m["n"] for m in METHODS.values()}):
 
     rule:
         name:
             f"generate_n{_n}"
         input:
-            prompt=turn("prompt.json"),
-            model=model_ready,
+            unpack(generator_inputs),
         output:
-            [f"{TURN}/c{c}/{name}" for c in range(_n) for name in ("response.json", "candidate.py")],
+            prompt=turn("prompt.json"),
+            candidates=[f"{TURN}/c{c}/{name}" for c in range(_n) for name in ("response.json", "candidate.py")],
         log:
             cell_log("generate", "t{turn}.log"),
         benchmark:
-            res("benchmarks/generate/{model}/{method}/{task}/s{sample}/t{turn}.tsv")
+            cell_benchmark("generate", "t{turn}.tsv")
         wildcard_constraints:
             method=methods_with_n(_n),
         params:
+            spec=lambda w: prompt_spec(w, "generator"),
+            inputs=lambda w, input: as_json({k: v for k, v in input.items() if k != "model"}),
             model=lambda w: as_json(MODELS[w.model]),
-            prompt=lambda w, input: input.prompt,
-            out_dir=lambda w, input: str(Path(input.prompt).parent),
+            prompt=lambda w, output: output.prompt,
+            out_dir=lambda w, output: str(Path(output.prompt).parent),
             ks=KS,
         conda:
             GEN_ENV
         shell:
-            GENERATE
+            PROMPT_THEN_GENERATE
 
 
 # The agentic roles: build the role's prompt, then make its one model call.
@@ -85,7 +71,7 @@ for _role, _rule_name, _folder in (
         conda:
             GEN_ENV
         shell:
-            f"{{params.ks}} prompt --spec {{params.spec:q}} --inputs {{params.inputs:q}} --out {{output.prompt}} > {{log}} 2>&1 && {GENERATE.replace('> {log}', '>> {log}')}"
+            PROMPT_THEN_GENERATE
 
 
 rule select:

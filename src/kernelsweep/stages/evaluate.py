@@ -3,8 +3,8 @@ kernelsweep.evaluator that (1) turn a stopped turn or a failed model call into a
 record without running anything, and (2) link every evaluation to the
 generation and prompt it came from.
 
-    python -m kernelsweep.stages.evaluate compile  --candidate C --response R ...
-    python -m kernelsweep.stages.evaluate evaluate --candidate C --response R ...
+    python -m kernelsweep.stages.evaluate compile  --candidates C0 C1 ... --device D --build-dir B
+    python -m kernelsweep.stages.evaluate evaluate --candidate C --response R --out E ...
 """
 
 from __future__ import annotations
@@ -52,20 +52,30 @@ def generation_provenance(response: dict[str, Any], candidate: Path) -> dict[str
     }
 
 
-def run_compile(args) -> int:
+def compile_one(candidate: Path, args) -> dict[str, Any]:
+    """Build one candidate (its response.json beside it says whether to), write build.json."""
     from kernelsweep.evaluator import compile_candidate
 
-    candidate = Path(args.candidate)
-    response = read_json(args.response)
-    skipped = not_evaluated(response)
+    skipped = not_evaluated(read_json(candidate.with_name("response.json")))
     if skipped:
         record = {"skipped": skipped["category"], "compiled": None}
     else:
         record = compile_candidate(candidate, device=args.device, build_dir=Path(args.build_dir),
-                                   timeout_s=args.timeout, log_dir=Path(args.out).parent)
+                                   timeout_s=args.timeout, log_dir=candidate.parent)
     record["cell"] = cell_of(candidate)
-    write_json(args.out, record)
-    print(f"{args.out}: compiled={record.get('compiled')} {record.get('category') or record.get('skipped') or ''}")
+    out = candidate.with_name("build.json")
+    write_json(out, record)
+    print(f"{out}: compiled={record.get('compiled')} {record.get('category') or record.get('skipped') or ''}")
+    return record
+
+
+def run_compile(args) -> int:
+    """The candidates of one turn, built in parallel (each build is its own child process)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    candidates = [Path(c) for c in args.candidates]
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        list(pool.map(lambda c: compile_one(c, args), candidates))
     return 0
 
 
@@ -95,23 +105,25 @@ def run_evaluate(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m kernelsweep.stages.evaluate")
     sub = parser.add_subparsers(dest="step", required=True)
-    for step in ("compile", "evaluate"):
-        p = sub.add_parser(step)
-        p.add_argument("--candidate", required=True)
-        p.add_argument("--response", required=True)
+    build = sub.add_parser("compile", help="build a turn's candidates; writes build.json beside each")
+    build.add_argument("--candidates", nargs="+", required=True, help="candidate.py files (response.json beside each)")
+    build.add_argument("--jobs", type=int, default=1, help="builds in parallel")
+    ev = sub.add_parser("evaluate", help="evaluate one candidate; writes eval.json")
+    ev.add_argument("--candidate", required=True)
+    ev.add_argument("--response", required=True)
+    ev.add_argument("--out", required=True)
+    ev.add_argument("--build", help="build.json of the compile step (ordering only)")
+    ev.add_argument("--reference", required=True)
+    ev.add_argument("--task", required=True)
+    ev.add_argument("--precision", default="fp32")
+    ev.add_argument("--trials", type=int, default=5)
+    ev.add_argument("--timing-trials", type=int, default=100)
+    ev.add_argument("--warmup", type=int, default=10)
+    ev.add_argument("--compile-timeout", type=float, default=600.0)
+    for p in (build, ev):
         p.add_argument("--device", choices=("cpu", "cuda"), required=True)
         p.add_argument("--build-dir", required=True)
         p.add_argument("--timeout", type=float, default=240.0)
-        p.add_argument("--out", required=True)
-        if step == "evaluate":
-            p.add_argument("--build", help="build.json of the compile step (ordering only)")
-            p.add_argument("--reference", required=True)
-            p.add_argument("--task", required=True)
-            p.add_argument("--precision", default="fp32")
-            p.add_argument("--trials", type=int, default=5)
-            p.add_argument("--timing-trials", type=int, default=100)
-            p.add_argument("--warmup", type=int, default=10)
-            p.add_argument("--compile-timeout", type=float, default=600.0)
     return parser
 
 
