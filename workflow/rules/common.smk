@@ -159,7 +159,8 @@ def prompt_spec(wildcards, role):
     return as_json(
         {
             "role": role,
-            "key": {k: getattr(wildcards, k) for k in ("model", "method", "task", "sample", "turn") if hasattr(wildcards, k)},
+            # analyzer and researcher run once, before turn 0: their calls count as turn 0
+            "key": {k: getattr(wildcards, k, "0") for k in ("model", "method", "task", "sample", "turn")},
             "method": method_of(wildcards),
             "model": MODELS[wildcards.model],
             "device": DEVICE,
