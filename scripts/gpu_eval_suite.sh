@@ -21,6 +21,9 @@ $PY - <<'PYEOF' 2>&1 | tee "$OUT/env.log"
 import inspect, os, torch, torch.utils.cpp_extension as c
 print("torch", torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.get_device_name(0), "cpus", os.cpu_count())
 print("load_inline has no_implicit_headers:", "no_implicit_headers" in inspect.signature(c.load_inline).parameters)
+p = torch.cuda.get_device_properties(0)
+print("L2", getattr(p, "L2_cache_size", None), "memory clock kHz", getattr(p, "memory_clock_rate", None),
+      "bus bits", getattr(p, "memory_bus_width", None), "TORCH_CUDA_ARCH_LIST", os.environ.get("TORCH_CUDA_ARCH_LIST"))
 try:
     import triton; print("triton", triton.__version__)
 except ImportError:
@@ -31,7 +34,7 @@ for part in $parts; do
   case $part in
     suite)
       timeout "${SUITE_LIMIT:-330}" $PY scripts/gpu/run_suite.py --out "$OUT/suite.json" \
-          --build-dir "$WORK/build" --log-dir "$WORK/logs" --deadline "${SUITE_DEADLINE:-270}" \
+          --build-dir "$WORK/build" --log-dir "$WORK/logs" --deadline "${SUITE_DEADLINE:-270}" ${SUITE_ONLY:+--only "$SUITE_ONLY"} \
           2>&1 | tee "$OUT/suite.log" || status=1 ;;
     bench)
       timeout "${BENCH_LIMIT:-260}" $PY benchmarks/eval_throughput.py --device cuda --workers "${WORKERS:-4}" \
