@@ -23,7 +23,8 @@ from kernelsweep.models.server import LocalServer
 MESSAGES = [
     {"role": "system", "content": "You are an expert CUDA programmer. Answer with one Python code block."},
     {"role": "user", "content": "Rewrite this PyTorch module as ModelNew with a custom kernel:\n\n"
-                                "class Model(nn.Module):\n    def forward(self, a, b):\n        return torch.relu(a + b)\n"},
+                                "class Model(nn.Module):\n    def forward(self, a, b):\n"
+                                "        return torch.relu(a + b)\n"},
 ]
 
 

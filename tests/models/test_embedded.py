@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from kernelsweep.models.checkpoint import MARKER, file_digests, marker_is_complete, read_marker, revision_of
+from kernelsweep.models.embedded import UPSTREAM_ID
 
 
 def test_prepared_checkpoint_is_complete_and_plain(embedded_checkpoint):
@@ -15,6 +16,7 @@ def test_prepared_checkpoint_is_complete_and_plain(embedded_checkpoint):
     marker = read_marker(embedded_checkpoint)
     assert marker_is_complete(embedded_checkpoint)
     assert marker["source"]["sha256"] == source.EXPECTED_SHA256 and marker["dtype"] == "float32"
+    assert marker["model_id"] == UPSTREAM_ID
     assert set(marker["files"]) >= {"config.json", "model.safetensors", "tokenizer.json", "generation_config.json"}
     assert marker["revision"] == revision_of(marker["files"])
     config = json.loads((embedded_checkpoint / "config.json").read_text())

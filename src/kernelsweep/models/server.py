@@ -178,7 +178,8 @@ def raise_on_sigterm() -> None:
 def configure(parser) -> None:
     parser.add_argument("--checkpoint", required=True, help="checkpoint folder, .gguf file or hub id to serve")
     parser.add_argument("--port", type=int, default=None, help="port (default: a free one)")
-    parser.add_argument("--host", default=LOOPBACK, help=f"address to listen on (default {LOOPBACK}: this machine only)")
+    parser.add_argument("--host", default=LOOPBACK,
+                        help=f"address to listen on (default {LOOPBACK}: this machine only)")
     parser.add_argument("--device", default="auto", help="cpu | cuda | cuda:N | auto (default auto)")
     parser.add_argument("--dtype", default="auto", help="float32 | float16 | bfloat16 | auto (default auto)")
     parser.add_argument("--startup-timeout-s", type=float, default=300.0)

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from kernelsweep.models.base import Backend, Completion, GenerationFailed, ModelSetupError
-from kernelsweep.models.checkpoint import Location, local_revision, locate
+from kernelsweep.models.checkpoint import Location, local_revision, locate, read_marker
 from kernelsweep.models.prompting import render_plain_prompt, validate_messages
 
 _LOADED: dict[tuple, tuple[Any, Any]] = {}
@@ -36,7 +36,8 @@ def _check_device(device: str) -> None:
             raise ModelSetupError(f"device {device!r} requested but CUDA is not available on this machine")
         index = int(device.split(":")[1]) if ":" in device else 0
         if index >= torch.cuda.device_count():
-            raise ModelSetupError(f"device {device!r} requested but only {torch.cuda.device_count()} GPU(s) are visible")
+            raise ModelSetupError(
+                f"device {device!r} requested but only {torch.cuda.device_count()} GPU(s) are visible")
     elif device not in ("cpu", "auto", "mps"):
         raise ModelSetupError(f"device must be cpu, cuda, cuda:N or auto, got {device!r}")
 
@@ -87,7 +88,9 @@ class TransformersBackend(Backend):
 
     @property
     def model_id(self) -> str:
-        return self.spec.get("model_id") or self.location.model_id
+        # A prepared checkpoint names its origin; otherwise the path or hub id.
+        marker = read_marker(self.location.path) if self.location.source == "local" else None
+        return self.spec.get("model_id") or (marker or {}).get("model_id") or self.location.model_id
 
     @property
     def revision(self) -> str | None:
