@@ -5,11 +5,16 @@ Timings differ between any two runs, so only what does not depend on them is
 compared: the cells, each cell's status, and the best candidate's category
 (the three correct_* categories collapsed into one), compiled, correct and
 custom_kernel flags.
+
+The demo's first task only, by default: the whole demo takes about an hour per
+run on a loaded 2-core machine. KERNELSWEEP_SLURM_DEMO_IDS selects others
+(a range string like "1-4", or "all").
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -19,6 +24,7 @@ from slurm_helpers import PROFILE, REPO, SLURM_TEST_OPTIONS, run_snakemake, sche
 CONFIG = REPO / "config" / "config.yaml"
 SNAKEFILE = REPO / "Snakefile"
 CORRECT_CUSTOM = {"correct_slower", "correct_tie", "correct_faster"}
+TASK_IDS = os.environ.get("KERNELSWEEP_SLURM_DEMO_IDS", "1-1")
 
 pytestmark = [
     pytest.mark.slurm,
@@ -47,7 +53,7 @@ def verdicts(workdir: Path) -> dict[str, dict]:
 
 
 def test_demo_study_on_slurm_matches_a_local_run(slurm_cluster, tmp_path):
-    common = ["-s", str(SNAKEFILE), "--configfile", str(CONFIG)]
+    common = ["-s", str(SNAKEFILE), "--configfile", str(CONFIG), "--config", f"tasks={{ids: {TASK_IDS}}}"]
     local_dir, slurm_dir = tmp_path / "local", tmp_path / "slurm"
     run_snakemake([*common, "--cores", "2"], local_dir, timeout=3600)
     # A `device: cpu` study: timing jobs on the CPU partition, no GPU requested.
