@@ -15,7 +15,8 @@ import os
 import sys
 from pathlib import Path
 
-WHERE_KEYS = ("SLURM_JOB_ID", "SLURM_JOB_PARTITION", "CUDA_VISIBLE_DEVICES", "KERNELSWEEP_GPU_SLOT")
+# THREADS: what Snakemake gave the rule, where the Snakefile passes it on.
+WHERE_KEYS = ("SLURM_JOB_ID", "SLURM_JOB_PARTITION", "CUDA_VISIBLE_DEVICES", "KERNELSWEEP_GPU_SLOT", "THREADS")
 
 
 def main(argv: list[str]) -> int:

@@ -68,16 +68,16 @@ def submitted_jobs(workdir: Path) -> list[SlurmJob]:
     return jobs
 
 
-def scheduler_view(job_ids: list[str]) -> dict[str, tuple[str, str]]:
-    """{job id: (state, partition)} as squeue reports them (finished jobs stay
-    listed for MinJobAge = 2 h on the test cluster)."""
+def scheduler_view(job_ids: list[str]) -> dict[str, tuple[str, str, int]]:
+    """{job id: (state, partition, CPUs)} as squeue reports them (finished jobs
+    stay listed for MinJobAge = 2 h on the test cluster)."""
     out = subprocess.run(
-        ["squeue", "--states=all", "--noheader", "--format=%i|%T|%P", "--jobs", ",".join(job_ids)],
+        ["squeue", "--states=all", "--noheader", "--format=%i|%T|%P|%C", "--jobs", ",".join(job_ids)],
         capture_output=True, text=True, timeout=30, env=workflow_env(),
     )
     assert out.returncode == 0, out.stderr
     view = {}
     for line in out.stdout.split():
-        job_id, state, partition = line.split("|")
-        view[job_id] = (state, partition)
+        job_id, state, partition, cpus = line.split("|")
+        view[job_id] = (state, partition, int(cpus))
     return view

@@ -70,5 +70,5 @@ def test_demo_study_on_slurm_matches_a_local_run(slurm_cluster, tmp_path):
     evaluate_ids = [job.job_id for job in jobs if job.name == "rule_evaluate"]
     assert len(evaluate_ids) == len(list((slurm_dir / "results" / "runs").rglob("eval.json"))) > 0
     states = scheduler_view([job.job_id for job in jobs])
-    assert {state for state, _ in states.values()} == {"COMPLETED"}
+    assert {v[0] for v in states.values()} == {"COMPLETED"}
     assert {states[i][1] for i in evaluate_ids} == {"cpu"}

@@ -13,10 +13,10 @@ from slurm_helpers import HERE, PROFILE, SLURM_TEST_OPTIONS, run_snakemake, sche
 
 SNAKEFILE = HERE / "Snakefile"
 TASKS = ["L0-001", "L0-002"]
-STEPS = ["analysis", "brief", "prompt", "candidate", "build", "eval", "select", "final"]
+STEPS = ["analysis", "brief", "candidate", "build", "eval", "select", "final"]
 # Steps of rules the workflow marks `localrule` (they run beside Snakemake),
 # and the partition every other step must have run on.
-LOCAL_STEPS = {"tasks", "prompt", "select", "final", "report"}
+LOCAL_STEPS = {"tasks", "select", "final", "report"}
 PARTITION = {"analysis": "cpu", "brief": "cpu", "candidate": "cpu", "build": "cpu", "eval": "gpu"}
 
 
@@ -54,7 +54,7 @@ def test_tiny_workflow_runs_as_slurm_jobs_and_matches_a_local_run(slurm_cluster,
     assert None not in recorded_ids
     assert recorded_ids == logged_ids
     view = scheduler_view(sorted(logged_ids))
-    assert {job_id: state for job_id, (state, _) in view.items()} == {job_id: "COMPLETED" for job_id in logged_ids}
+    assert {job_id: v[0] for job_id, v in view.items()} == {job_id: "COMPLETED" for job_id in logged_ids}
 
     # Partitions: timing on the GPU partition, everything else on the CPU one;
     # the recorded partition is the one the scheduler ran the job on.
@@ -68,6 +68,9 @@ def test_tiny_workflow_runs_as_slurm_jobs_and_matches_a_local_run(slurm_cluster,
             assert where["CUDA_VISIBLE_DEVICES"] == "0" and where["KERNELSWEEP_GPU_SLOT"] == "0", path
         else:
             assert where["CUDA_VISIBLE_DEVICES"] is None, path
+        if step_of(path) == "build":
+            # A rule's threads become the job's CPUs (and reach the command).
+            assert where["THREADS"] == "2" and view[where["SLURM_JOB_ID"]][2] == 2, path
 
     # Grouping: both cells' analyze + research calls shared one submission.
     role_ids = {slurm[f"out/{t}/{s}.json"]["where"]["SLURM_JOB_ID"] for t in TASKS for s in ("analysis", "brief")}
