@@ -92,14 +92,15 @@ def test_two_concurrent_claims_get_distinct_gpus(tmp_path):
 def test_many_concurrent_claims_never_share_a_slot(tmp_path):
     logs = tmp_path / "logs"
     logs.mkdir()
-    procs = [wrapped(tmp_path / "slots", logs, f"job{i:02d}", gpus="3", hold=0.15) for i in range(12)]
+    # expect=3: no command finishes before three have started, so the first
+    # three hold all three slots at once; the other nine queue behind them.
+    procs = [wrapped(tmp_path / "slots", logs, f"job{i:02d}", gpus="3", hold=0.15, expect=3) for i in range(12)]
     finish(procs)
     recs = records(logs)
     assert len(recs) == 12
-    assert {r["cvd"] for r in recs} <= {"0", "1", "2"}
+    assert {r["cvd"] for r in recs} == {"0", "1", "2"}
     assert all(r["cvd"] == r["slot"] for r in recs)
     assert_no_overlap_per_device(recs)
-    assert len({r["cvd"] for r in recs}) >= 2, "12 jobs on 3 slots should have spread over several"
 
 
 @pytest.mark.parametrize("gpus", ["1", "cpu"])
@@ -160,7 +161,7 @@ def test_killed_holder_releases_its_slot(tmp_path):
         start = time.monotonic()
         with gpu_slots.claim_slot(slots, ["0"], timeout=10) as claim:
             assert claim.device == "0"
-        assert time.monotonic() - start < 2
+        assert time.monotonic() - start < 5  # freed at exit, not after a timeout
     finally:
         holder.kill()
         holder.wait()
