@@ -11,6 +11,7 @@ first call of each backend is a warm-up and is not counted.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -57,16 +58,19 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--n", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads for both backends")
     parser.add_argument("--skip-server", action="store_true")
     args = parser.parse_args()
 
     checkpoint = Path(args.checkpoint) if args.checkpoint else prepare(cache_dir())
     import torch
 
-    print(f"checkpoint {checkpoint}; torch threads {torch.get_num_threads()}; {args.tokens} tokens per sequence")
+    print(f"checkpoint {checkpoint}; torch threads {args.threads or torch.get_num_threads()}; "
+          f"{args.tokens} tokens per sequence; load average {os.getloadavg()[0]:.1f}")
 
     start = time.perf_counter()
-    local = load_backend("local", {"backend": "transformers", "path": str(checkpoint), "device": "cpu"})
+    local = load_backend("local", {"backend": "transformers", "path": str(checkpoint), "device": "cpu",
+                                   "threads": args.threads})
     local._loaded()
     print(f"in-process load: {time.perf_counter() - start:.1f} s")
     report("transformers (in-process)", [measure(local, n=n, tokens=args.tokens, repeats=args.repeats)
@@ -75,7 +79,8 @@ def main() -> None:
     if not args.skip_server:
         with tempfile.TemporaryDirectory() as tmp:
             start = time.perf_counter()
-            with LocalServer(str(checkpoint), device="cpu", log_path=Path(tmp) / "serve.log") as server:
+            with LocalServer(str(checkpoint), device="cpu", log_path=Path(tmp) / "serve.log",
+                             threads=args.threads) as server:
                 print(f"transformers serve ready: {time.perf_counter() - start:.1f} s")
                 remote = load_backend("served", {"backend": "openai", "base_url": server.base_url,
                                                  "model": server.model_id, "chat": False, "n_per_request": False})

@@ -146,6 +146,16 @@ def test_closed_reasoning_trace_is_ignored():
     assert result.code == MODULE and result.blocks == 1
 
 
+def test_reasoning_opened_by_the_template():
+    result = extract_code(f"drafting...\n```python\nclass ModelNew: pass\n```\n</think>\n```python\n{MODULE}```")
+    assert result.code == MODULE and result.blocks == 1
+
+
+def test_module_after_prose_before_a_lone_fence():
+    result = extract_code(f"Here it is:\n{MODULE}```\nDone.")
+    assert (result.code, result.method) == (MODULE, "raw_python")
+
+
 def test_crlf_line_endings():
     text = f"```python\r\n{MODULE}```\r\n".replace("\n", "\r\n").replace("\r\r\n", "\r\n")
     assert extract_code(text).code == MODULE

@@ -2,8 +2,9 @@
 
 `extract_code(text)` finds the Python module a response proposes. Rules, in order:
 
-1. A reasoning trace (`<think>…</think>`) is dropped when it is closed: drafts
-   inside it are not the answer.
+1. A reasoning trace (`<think>…</think>`, or a bare `</think>` when the chat
+   template opened it) is dropped when it is closed: drafts inside it are not
+   the answer.
 2. Fenced blocks (``` or ~~~, any info string, indented or not) are collected;
    a fence left open (a response cut at max_tokens) runs to the end of the text.
 3. Among the blocks, the one that defines `class ModelNew` wins (the last such
@@ -167,6 +168,9 @@ def extract_code(text: str | None) -> Extraction:
         return Extraction(None, "none", 0, None)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _THINK.sub("", text)
+    if "</think>" in text and "<think>" not in text:
+        # The template opened the trace in the prompt: the answer follows its end.
+        text = text.rsplit("</think>", 1)[1]
     lines = text.split("\n")
     blocks = _scan_blocks(lines)
 
@@ -174,9 +178,9 @@ def extract_code(text: str | None) -> Extraction:
     if chosen is not None and not _DEFINES_MODELNEW.search(blocks[chosen].body):
         # A module written bare, followed by a lone fence (e.g. a prompt that
         # opened the fence itself): the text before the first fence is the code.
-        preamble = "\n".join(lines[: blocks[0].start])
-        if _DEFINES_MODELNEW.search(preamble) and _parses(_dedent(preamble)):
-            return Extraction(_tidy(preamble), "raw_python", len(blocks), None)
+        raw = _raw_python("\n".join(lines[: blocks[0].start]))
+        if raw is not None and _DEFINES_MODELNEW.search(raw) and _parses(raw):
+            return Extraction(_tidy(raw), "raw_python", len(blocks), None)
     if chosen is not None:
         block = blocks[chosen]
         if not block.closed:

@@ -142,6 +142,7 @@ def test_completions_mode_sends_the_rendered_prompt(scripted_server):
     ({"server": {"start": True}}, "needs server.checkpoint"),
     ({"max_retries": -1}, "max_retries must be >= 0"),
     ({"sever": {}}, "unknown key"),
+    ({"server": {"start": True, "checkpoint": "x", "threads": 0}}, "threads must be >= 1"),
 ])
 def test_bad_specs_are_explained(spec, message):
     with pytest.raises(ModelSetupError, match=message):

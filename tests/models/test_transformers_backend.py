@@ -56,7 +56,11 @@ def test_greedy_is_reproducible_and_seed_independent(embedded_checkpoint):
     assert c.prompt_tokens > 10 and c.latency_s > 0 and c.meta["batch"]["rows"] == 1
     assert c.meta["generation"]["do_sample"] is False
     # Loaded once per process: a second backend on the same checkpoint shares the model.
-    assert backend(embedded_checkpoint)._loaded()[0] is b._loaded()[0]
+    single = backend(embedded_checkpoint, threads=1)
+    assert single._loaded()[0] is b._loaded()[0]
+    import torch
+
+    assert torch.get_num_threads() == 1 and call(single)[0].text == first[0].text
 
 
 @pytest.mark.slow

@@ -30,6 +30,8 @@ backend: transformers (in-process Hugging Face transformers)
                                     else the plain prompt of models.prompting
   prepare       str    null   "embedded": the checkpoint at `path` is made by
                               `kernelsweep prepare-model --out PATH`
+  threads       int    null   CPU threads for torch (null: torch's default); 1 is much
+                              faster than 2 on a busy 2-core machine
 
 backend: openai (any OpenAI-compatible server)
   base_url      str    required unless server.start   e.g. http://127.0.0.1:8000/v1
@@ -43,7 +45,8 @@ backend: openai (any OpenAI-compatible server)
   max_retries   int    4      retries on connection errors, timeouts, 408/429/5xx
   backoff_s     float  1.0    first retry delay, doubled each retry (capped at 60 s)
   server        map    {start: false}   {start: true, checkpoint: DIR, port: null,
-                       startup_timeout_s: 300, device: cpu, dtype: auto, log: null}:
+                       startup_timeout_s: 300, device: cpu, dtype: auto, log: null,
+                       threads: null}:
                        start `transformers serve` on 127.0.0.1 for this process
 
 backend: replay (recorded responses, see models.replay)

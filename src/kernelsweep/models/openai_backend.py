@@ -92,7 +92,7 @@ class OpenAIBackend(Backend):
         self.server = LocalServer(
             str(server_spec["checkpoint"]), port=server_spec.get("port"), device=server_spec["device"],
             dtype=server_spec["dtype"], startup_timeout_s=float(server_spec["startup_timeout_s"]),
-            log_path=server_spec.get("log"))
+            log_path=server_spec.get("log"), threads=server_spec.get("threads"))
         self.server.start()
         self._base_url = self.server.base_url
         self._model = self.server.model_id

@@ -54,7 +54,7 @@ class LocalServer:
 
     def __init__(self, checkpoint: str, *, port: int | None = None, host: str = LOOPBACK, device: str = "cpu",
                  dtype: str = "auto", startup_timeout_s: float = 300.0, log_path: str | Path | None = None,
-                 stop_timeout_s: float = 15.0):
+                 stop_timeout_s: float = 15.0, threads: int | None = None):
         self.location = location = locate(checkpoint)
         if location.gguf_file:
             # transformers serve names GGUF weights `<repo>:<file>`.
@@ -62,7 +62,7 @@ class LocalServer:
         else:
             self.model_id = location.path
         self.host, self.port = host, port
-        self.device, self.dtype = device, dtype
+        self.device, self.dtype, self.threads = device, dtype, threads
         self.startup_timeout_s, self.stop_timeout_s = startup_timeout_s, stop_timeout_s
         self.log_path = Path(log_path) if log_path else None
         self.process: subprocess.Popen | None = None
@@ -87,6 +87,8 @@ class LocalServer:
         env = {**os.environ, "HF_HUB_DISABLE_UPDATE_CHECK": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
         if self.location.source != "hub":
             env["HF_HUB_OFFLINE"] = "1"  # a local checkpoint needs no network
+        if self.threads:
+            env["OMP_NUM_THREADS"] = str(self.threads)  # torch's CPU thread pool
         if self.log_path:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._log_file = open(self.log_path, "ab")
@@ -182,6 +184,7 @@ def configure(parser) -> None:
                         help=f"address to listen on (default {LOOPBACK}: this machine only)")
     parser.add_argument("--device", default="auto", help="cpu | cuda | cuda:N | auto (default auto)")
     parser.add_argument("--dtype", default="auto", help="float32 | float16 | bfloat16 | auto (default auto)")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
     parser.add_argument("--startup-timeout-s", type=float, default=300.0)
     parser.add_argument("--log", default=None, help="write the server's output to this file (default: the terminal)")
 
@@ -190,7 +193,7 @@ def main(args) -> int:
     raise_on_sigterm()
     try:
         server = LocalServer(args.checkpoint, port=args.port, host=args.host, device=args.device, dtype=args.dtype,
-                             startup_timeout_s=args.startup_timeout_s, log_path=args.log)
+                             startup_timeout_s=args.startup_timeout_s, log_path=args.log, threads=args.threads)
         with server:
             print(f"serving {server.model_id}\n  base_url: {server.base_url}\n  model:    {server.model_id}\n"
                   "Ctrl-C stops it.", flush=True)

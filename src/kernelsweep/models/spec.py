@@ -16,7 +16,7 @@ COMMON = {"max_tokens": 4096, "temperature": 0.0, "top_p": 1.0, "model_id": None
 DEFAULTS: dict[str, dict[str, Any]] = {
     "transformers": {
         "path": None, "gguf_file": None, "revision": None, "device": "cpu", "dtype": "float32",
-        "chat": "auto", "prepare": None,
+        "chat": "auto", "prepare": None, "threads": None,
     },
     "openai": {
         "base_url": None, "model": None, "api_key_env": None, "chat": True, "n_per_request": True,
@@ -27,7 +27,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 
 SERVER_DEFAULTS = {
     "start": False, "checkpoint": None, "port": None, "startup_timeout_s": 300.0,
-    "device": "cpu", "dtype": "auto", "log": None,
+    "device": "cpu", "dtype": "auto", "log": None, "threads": None,
 }
 
 
@@ -71,6 +71,8 @@ def normalise(name: str, spec: Any) -> dict[str, Any]:
             raise _fail(name, f"dtype must be one of {', '.join(DTYPES)}, got {out['dtype']!r}")
         if out["chat"] not in (True, False, "auto"):
             raise _fail(name, f"chat must be true, false or auto, got {out['chat']!r}")
+        if out["threads"] is not None:
+            _check_number(name, out, "threads", minimum=1, integer=True)
         if out["prepare"] not in (None, "embedded"):
             raise _fail(name, f"prepare must be 'embedded' or absent, got {out['prepare']!r}")
     elif backend == "openai":
@@ -82,6 +84,8 @@ def normalise(name: str, spec: Any) -> dict[str, Any]:
             raise _fail(name, f"unknown server key(s) {', '.join(unknown)} (allowed: {', '.join(SERVER_DEFAULTS)})")
         server = {**SERVER_DEFAULTS, **server}
         out["server"] = server
+        if server["threads"] is not None:
+            _check_number(name, server, "threads", minimum=1, integer=True)
         if server["start"]:
             if not server["checkpoint"]:
                 raise _fail(name, "server.start needs server.checkpoint (the checkpoint to serve)")
