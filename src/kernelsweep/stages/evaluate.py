@@ -10,7 +10,10 @@ generation and prompt it came from.
 from __future__ import annotations
 
 import argparse
+import os
+import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +88,7 @@ def run_evaluate(args) -> int:
     candidate = Path(args.candidate)
     response = read_json(args.response)
     skipped = not_evaluated(response)
+    started = time.time()
     if skipped:
         record = _placeholder(skipped)
     else:
@@ -97,6 +101,10 @@ def run_evaluate(args) -> int:
         )
         record.setdefault("provenance", {})["generation"] = generation_provenance(response, candidate)
     record["cell"] = cell_of(candidate)
+    # When and where it ran: shows which evaluations shared a device, and when.
+    record["run"] = {"started": started, "finished": time.time(), "host": socket.gethostname(),
+                     "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                     "slot": os.environ.get("KERNELSWEEP_GPU_SLOT")}
     write_json(args.out, record)
     print(f"{args.out}: {record['category']} speedup={record.get('speedup')}")
     return 0
