@@ -19,6 +19,11 @@ CHEATS = [
     ("add", "cheat_forge_report", "cheat", "report_tampered"),
 ]
 
+# Cheats that a harness defeats by construction: they simply fail.
+FAILS = [
+    ("add", "cheat_empty", "wrong_output"),  # the reference never ran in the candidate's process
+]
+
 
 @pytest.mark.parametrize("reference, candidate, expected, flag", CHEATS, ids=[c[1] for c in CHEATS])
 def test_cheat_is_caught(run_eval, cpu_library, reference, candidate, expected, flag):
@@ -26,6 +31,12 @@ def test_cheat_is_caught(run_eval, cpu_library, reference, candidate, expected, 
     assert r["category"] == expected, (r["category"], r["error"], r["flags"])
     assert flag in r["flags"]
     assert r["correct"] is False and r["faster"] in (None, False)
+
+
+@pytest.mark.parametrize("reference, candidate, expected", FAILS, ids=[c[1] for c in FAILS])
+def test_cheat_fails(run_eval, reference, candidate, expected):
+    r = run_eval(reference, candidate)
+    assert r["category"] == expected and r["correct"] is False
 
 
 def test_constant_reference_does_not_fail_an_honest_candidate(run_eval):

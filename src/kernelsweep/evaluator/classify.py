@@ -82,6 +82,7 @@ def classify_exception(info: dict[str, Any]) -> Failure:
     if build:
         failure = classify_build(build)
         if failure is not None:
+            failure.details["phase"] = info.get("phase")
             return failure
     found: list[tuple[str, str]] = []
     mro = {m.rsplit(".", 1)[-1] for m in info.get("mro", [])}

@@ -174,9 +174,13 @@ class Evaluation:
         if outcome.violations:
             self.flags.append("report_tampered")
 
-    def _failure(self, failure: classify.Failure, log: str) -> dict[str, Any]:
+    def _failure(self, failure: classify.Failure, log: str, before_candidate: frozenset[str]) -> dict[str, Any]:
+        """A worker's failure as the candidate's result, unless the worker
+        failed before any candidate code ran (then the harness could not run)."""
         if failure.category == "harness":
             raise HarnessError(f"the build toolchain is not usable: {failure.message}", log=log)
+        if (failure.details.get("phase") or "start") in before_candidate:
+            raise HarnessError(f"a worker failed before the candidate was loaded: {failure.message}", log=log)
         if failure.category in ("hallucinated_api", "compile_error") and failure.type in ("BuildError", "LoadError"):
             self.record["compiled"] = False
         return self._finish(failure.category, failure.error(log))
@@ -230,7 +234,7 @@ class Evaluation:
             raise reference_failed  # the candidate was only waiting for it
         failure = classify.classify_outcome(cand_out)
         if failure is not None:
-            return self._failure(failure, cand_out.log)
+            return self._failure(failure, cand_out.log, frozenset({"start", "device"}))
         if manifest is None:
             raise reference_failed
         result = cand_out.result
@@ -290,8 +294,9 @@ class Evaluation:
             if not trial.get("on_device", True):
                 self.flags.append("output_not_on_device")
         self.record["trials_passed"] = passed
-        self.record["max_abs_diff"] = max_abs if mismatch is None or mismatch[1]["max_abs_diff"] is not None else None
-        self.record["max_rel_diff"] = max_rel if self.record["max_abs_diff"] is not None else None
+        # No difference is defined once an output has the wrong shape or structure.
+        if mismatch is None or mismatch[1]["max_abs_diff"] is not None:
+            self.record["max_abs_diff"], self.record["max_rel_diff"] = max_abs, max_rel
         if manifest.get("constant"):
             self.flags.append("constant_reference")
             probes = [load_output(work / by_name[f"probe_{p['name']}"]["output"])
@@ -338,7 +343,7 @@ class Evaluation:
             self.flags.append("report_tampered")
         failure = classify.classify_outcome(outcome)
         if failure is not None:
-            return self._failure(failure, outcome.log)
+            return self._failure(failure, outcome.log, frozenset({"start", "device", "reference"}))
         t = outcome.result
         ref_ms, cand_ms = t["ref_ms"], t["cand_ms"]
         self.record["runtime_ms"] = dict(metrics.summarize(cand_ms), samples=cand_ms)
@@ -348,17 +353,11 @@ class Evaluation:
                            timing_verdict=comparison["verdict"], faster=comparison["faster"])
         self.record["timing"] = {"pool_sets": t["pool_sets"], "flush_bytes": t["flush_bytes"],
                                  "output_bytes": t["output_bytes"]}
-        for key in ("cached_output",):
+        for key, flag in (("cached_output", "cached_output"), ("reference_tampered", "reference_tampered"),
+                          ("patched_harness", "patched_harness"), ("patched_torch", "patched_torch"),
+                          ("settings_changed", "changed_global_settings")):
             if t.get(key):
-                self.flags.append(key)
-        if t.get("reference_tampered"):
-            self.flags.append("reference_tampered")
-        if t.get("patched_harness"):
-            self.flags.append("patched_harness")
-        if t.get("patched_torch"):
-            self.flags.append("patched_torch")
-        if t.get("settings_changed"):
-            self.flags.append("changed_global_settings")
+                self.flags.append(flag)
         if fileio.sha256_file(self.reference) != self.reference_file_sha:
             self.flags.append("reference_modified")
         check = compare.compare_outputs(load_output(work / "timing_ref.pt"), load_output(work / "timing_cand.pt"),
