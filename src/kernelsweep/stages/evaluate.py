@@ -136,8 +136,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from kernelsweep.evaluator import HarnessError
+
     args = build_parser().parse_args(argv)
-    return run_compile(args) if args.step == "compile" else run_evaluate(args)
+    try:
+        return run_compile(args) if args.step == "compile" else run_evaluate(args)
+    except HarnessError as error:
+        # Not the candidate's fault (a broken reference, an unusable toolchain):
+        # no verdict is written, the job fails with the reason, the cell shows as missing.
+        print(f"kernelsweep evaluate: the harness could not run: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
