@@ -42,7 +42,7 @@ PY
 )
   evaluate() {  # device out_dir cell
     local task; task=$(echo "$3" | cut -d/ -f3)
-    CUDA_VISIBLE_DEVICES=$1 python3 -m kernelsweep eval $RESULTS/tasks/$task.py $RESULTS/runs/$3/candidate.py \
+    TORCH_CUDA_ARCH_LIST=9.0 CUDA_VISIBLE_DEVICES=$1 python3 -m kernelsweep eval $RESULTS/tasks/$task.py $RESULTS/runs/$3/candidate.py \
       --device cuda --trials 5 --timing-trials 100 --warmup 10 --build-dir $RESULTS/build \
       --out "$2/$(echo "$3" | sed 's|/|__|g').json" > /dev/null
   }
