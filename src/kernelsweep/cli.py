@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "select": ("kernelsweep.stages.select", "select the best candidate so far"),
     "final": ("kernelsweep.stages.final", "write the final record of one study cell"),
     "report": ("kernelsweep.report.cli", "aggregate raw results into tables, figures and REPORT.md"),
+    "gpu-slots": ("kernelsweep.gpu_slots", "run a command on a claimed GPU/CPU timing slot"),
 }
 
 

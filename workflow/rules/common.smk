@@ -42,7 +42,8 @@ GEN_ENV = (
 )
 # Timing jobs claim a device slot (a distinct GPU per job, CUDA_VISIBLE_DEVICES
 # set); on the CPU the single slot serialises timings so they never share cores.
-TIMED = f"{PY} -m kernelsweep.gpu_slots run --slots-dir {RES}/.gpu-slots --gpus {'auto' if DEVICE == 'cuda' else 'cpu'} --"
+# Locks live under {results} locally and on node-local /tmp inside SLURM jobs.
+TIMED = f"{PY} -m kernelsweep.gpu_slots run --results {RES} --gpus {'auto' if DEVICE == 'cuda' else 'cpu'} --"
 TIMING_RESOURCE = {"gpu": 1} if DEVICE == "cuda" else {"cpu_timer": 1}
 PREPARED_MARKER = ".kernelsweep-prepared"
 
