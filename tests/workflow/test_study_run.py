@@ -1,0 +1,172 @@
+"""The study DAG end to end on the CPU, with a replay model so every verdict is
+known in advance: every cell gets its final.json, a second run does nothing,
+deleting one eval.json reruns only what depends on it, and a killed run resumes.
+(The embedded model runs the same DAG in tests/slurm/test_slurm_demo.py and in
+the README's demo.)"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kernelsweep.study import REPO_ROOT
+
+HERE = Path(__file__).parent / "replay_study"
+KERNEL = (HERE / "fused_chain.py").read_text()
+PLAIN = '''import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features, scale, cap):
+        super().__init__()
+        self.scale = scale
+        self.cap = cap
+        self.offset = nn.Parameter(torch.linspace(-0.5, 0.5, features))
+
+    def forward(self, x, residual):
+        return torch.clamp(torch.relu(x * self.scale + residual + self.offset), max=self.cap)
+'''
+TASK = "L0-001"
+
+pytestmark = pytest.mark.slow
+
+
+def fenced(code):
+    return f"Here it is.\n```python\n{code}```\n"
+
+
+def write_replay(folder: Path):
+    folder.mkdir(parents=True)
+    records = {
+        "zero_shot": [{"turn": 0, "raw_response": fenced(KERNEL)}],
+        # turn 0 is plain PyTorch (correct, no kernel), turn 1 the kernel
+        "iterative": [{"turn": 0, "raw_response": fenced(PLAIN)}, {"turn": 1, "raw_response": fenced(KERNEL)}],
+        # agentic: roles answer in words; turn 0's two candidates: no code, the kernel; turn 1: a syntax error
+        "agentic": [
+            {"turn": 0, "role": "analyzer", "raw_response": "PLAN: fuse the chain.\nQUERY: fuse elementwise chain\n"},
+            {"turn": 0, "role": "researcher", "raw_response": "- One pass over memory [fusion.md#1]"},
+            {"turn": 0, "cand": 0, "raw_response": "I would write a kernel here."},
+            {"turn": 0, "cand": 1, "raw_response": fenced(KERNEL)},
+            {"turn": 0, "role": "feedback", "raw_response": "DIAGNOSIS: fine.\nDIRECTIVE: keep it."},
+            {"turn": 1, "cand": 0, "raw_response": fenced("class ModelNew(:\n")},
+            {"turn": 1, "cand": 1, "raw_response": fenced(PLAIN)},
+        ],
+    }
+    for method, rows in records.items():
+        with open(folder / f"{method}.jsonl", "w") as f:
+            for row in rows:
+                f.write(json.dumps({"task": TASK, **row}) + "\n")
+
+
+def study_config(tmp: Path) -> Path:
+    write_replay(tmp / "replay")
+    config = {
+        "results": str(tmp / "results"),
+        "device": "cpu",
+        "tasks": {"source": "demo", "levels": [0], "ids": [1]},
+        "models": {"recorded": {"backend": "replay", "path": str(tmp / "replay")}},
+        "methods": {
+            "zero_shot": {"strategy": "zero_shot"},
+            "iterative": {"strategy": "iterative", "turns": 2, "goal": "none"},
+            "agentic": {"strategy": "agentic", "turns": 2, "n": 2},
+        },
+        "evaluation": {"trials": 2, "timing_trials": 10, "warmup": 2, "timeout_s": 120, "compile_timeout_s": 300},
+        "baseline": {"modes": ["eager"], "timing_trials": 10},
+    }
+    path = tmp / "study.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def snakemake(config: Path, *args, check=True):
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", str(config), *args]
+    proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=1800)
+    if check:
+        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return proc
+
+
+def planned(proc) -> dict[str, int]:
+    if "Nothing to be done" in proc.stdout + proc.stderr:
+        return {}
+    table = (proc.stdout + proc.stderr).split("Job stats:")[-1]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE) if m.group(1) != "total"}
+
+
+@pytest.fixture(scope="module")
+def finished_study(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("study")
+    config = study_config(tmp)
+    snakemake(config)
+    return tmp, config
+
+
+def final(tmp, method):
+    return json.loads((tmp / "results" / "runs" / "recorded" / method / TASK / "s0" / "final.json").read_text())
+
+
+def test_every_cell_has_its_final_verdict(finished_study):
+    tmp, _ = finished_study
+    zero = final(tmp, "zero_shot")
+    assert zero["status"] == "evaluated" and zero["result"]["custom_kernel"] and zero["result"]["correct"]
+    assert zero["result"]["category"] in ("correct_faster", "correct_tie", "correct_slower")
+
+    iterative = final(tmp, "iterative")
+    assert iterative["best"] == {"turn": 1, "cand": 0}  # the kernel beats the plain rewrite
+    assert iterative["candidates_evaluated"] == 2 and iterative["turns_run"] == 2
+    t0 = json.loads((tmp / "results/runs/recorded/iterative" / TASK / "s0/t0/c0/eval.json").read_text())
+    assert t0["category"] == "no_custom_kernel" and t0["correct"]
+
+    agentic = final(tmp, "agentic")
+    assert agentic["best"] == {"turn": 0, "cand": 1}  # a later broken turn never displaces it
+    assert agentic["llm_calls"] == 5  # analyzer, researcher, two generator batches, one feedback
+    runs = tmp / "results/runs/recorded/agentic" / TASK / "s0"
+    categories = [json.loads((runs / f"t{t}/c{c}/eval.json").read_text())["category"] for t in (0, 1) for c in (0, 1)]
+    assert categories[0] == "no_code" and categories[2] == "syntax_error" and categories[3] == "no_custom_kernel"
+    prompt = json.loads((runs / "t1/prompt.json").read_text())
+    text = prompt["messages"][-1]["content"]
+    assert "DIRECTIVE: keep it." in text and "fuse the chain" in text and "ks_test_fused_chain" in text
+
+    report = (tmp / "results/report/REPORT.md").read_text()
+    assert "zero_shot" in report and "agentic" in report
+
+
+def test_second_run_does_nothing(finished_study):
+    _, config = finished_study
+    assert planned(snakemake(config, "-n")) == {}
+
+
+def test_deleting_one_eval_reruns_only_its_dependents(finished_study):
+    tmp, config = finished_study
+    target = tmp / "results/runs/recorded/iterative" / TASK / "s0/t1/c0/eval.json"
+    target.unlink()
+    jobs = planned(snakemake(config, "-n"))
+    assert jobs == {"evaluate": 1, "select": 1, "final": 1, "report": 1, "all": 1}, jobs
+    snakemake(config)
+    assert target.exists()
+    assert planned(snakemake(config, "-n")) == {}
+
+
+def test_killed_run_resumes(tmp_path):
+    config = study_config(tmp_path)
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", str(config)]
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    evals = tmp_path / "results" / "runs"
+    deadline = time.time() + 900
+    while time.time() < deadline and not list(evals.rglob("eval.json")):
+        time.sleep(1)
+    os.killpg(proc.pid, signal.SIGKILL)  # no clean shutdown: jobs die mid-write
+    proc.wait()
+    assert list(evals.rglob("eval.json")), "the run produced no evaluation before the kill"
+    snakemake(config)  # resumes (the default profile reruns incomplete jobs)
+    for method in ("zero_shot", "iterative", "agentic"):
+        assert final(tmp_path, method)["status"] == "evaluated"
+    assert planned(snakemake(config, "-n")) == {}
