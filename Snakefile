@@ -24,4 +24,6 @@ include: "workflow/rules/report.smk"
 rule all:
     input:
         REPORT_OUTPUTS,
+        FINALS,
+        EVALS,
     default_target: True

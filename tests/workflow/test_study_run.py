@@ -87,7 +87,9 @@ def study_config(tmp: Path) -> Path:
 
 
 def snakemake(config: Path, *args, check=True):
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", str(config), *args]
+    # Each study gets its own working directory (its own .snakemake metadata and locks).
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), "--directory", str(config.parent),
+           "--cores", "2", "--configfile", str(config), *args]
     proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=1800)
     if check:
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
@@ -157,7 +159,8 @@ def test_deleting_one_eval_reruns_only_its_dependents(finished_study):
 
 def test_killed_run_resumes(tmp_path):
     config = study_config(tmp_path)
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", str(config)]
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), "--directory", str(tmp_path),
+           "--cores", "2", "--configfile", str(config)]
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     evals = tmp_path / "results" / "runs"
     deadline = time.time() + 900
@@ -166,6 +169,7 @@ def test_killed_run_resumes(tmp_path):
     os.killpg(proc.pid, signal.SIGKILL)  # no clean shutdown: jobs die mid-write
     proc.wait()
     assert list(evals.rglob("eval.json")), "the run produced no evaluation before the kill"
+    snakemake(config, "--unlock")  # a killed Snakemake leaves its lock behind
     snakemake(config)  # resumes (the default profile reruns incomplete jobs)
     for method in ("zero_shot", "iterative", "agentic"):
         assert final(tmp_path, method)["status"] == "evaluated"

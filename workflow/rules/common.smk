@@ -246,6 +246,15 @@ def evaluation_args():
 FINALS = [
     res(f"runs/{c['model']}/{c['method']}/{c['task']}/s{c['sample']}/final.json") for c in STUDY.cells()
 ]
+# Every evaluation is a target of its own: Snakemake does not regenerate a deleted
+# intermediate file whose consumers are up to date, and a deleted eval.json must
+# come back (with what depends on it).
+EVALS = [
+    res(f"runs/{c['model']}/{c['method']}/{c['task']}/s{c['sample']}/t{t}/c{k}/eval.json")
+    for c in STUDY.cells()
+    for t in range(METHODS[c["method"]]["turns"])
+    for k in range(METHODS[c["method"]]["n"])
+]
 BASELINES = [res(f"baseline/{DEVICE}/{t}.json") for t in STUDY.task_ids]
 TASK_FILES = [res(f"tasks/{t}.json") for t in STUDY.task_ids]
 REPORT_DIR = res("report")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -161,6 +162,12 @@ def _record(*, status: str, prompt: dict, params: dict, model: dict, seed: int |
 
 
 def _write(out_dir: Path, role: str, records: list[dict]) -> None:
+    # One model call (n samples, batched or as concurrent requests) is one call
+    # however many candidates it yields: its records share a call_id.
+    if records and records[0]["status"] != "stopped":
+        call_id = uuid.uuid4().hex
+        for record in records:
+            record["call_id"] = call_id
     if role != "generator":
         write_json(out_dir / "response.json", records[0])
         return
