@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from kernelsweep.evaluation_report import distill
-from kernelsweep.fileio import read_json, sha256_text
+from kernelsweep.fileio import dumps, read_json, sha256_text
 from kernelsweep.templates import example_candidate, render
 
 KERNEL_LANGUAGE = {"cuda": "CUDA kernels", "cpu": "C++ kernels"}
@@ -153,7 +153,5 @@ def build_prompt(spec: Mapping[str, Any], inputs: Mapping[str, str]) -> dict[str
 
 
 def _finish(record: dict[str, Any]) -> dict[str, Any]:
-    from kernelsweep.fileio import dumps
-
     record["sha256"] = sha256_text(dumps({k: record[k] for k in ("role", "messages", "params", "stopped")}))
     return record

@@ -243,21 +243,18 @@ def evaluation_args():
 
 # -- report ------------------------------------------------------------------
 
-FINALS = [
-    res(f"runs/{c['model']}/{c['method']}/{c['task']}/s{c['sample']}/final.json") for c in STUDY.cells()
-]
+FINALS = [cell("final.json").format(**c) for c in STUDY.cells()]
 # Every evaluation is a target of its own: Snakemake does not regenerate a deleted
 # intermediate file whose consumers are up to date, and a deleted eval.json must
 # come back (with what depends on it).
 EVALS = [
-    res(f"runs/{c['model']}/{c['method']}/{c['task']}/s{c['sample']}/t{t}/c{k}/eval.json")
+    cand("eval.json").format(**c, turn=t, cand=k)
     for c in STUDY.cells()
     for t in range(METHODS[c["method"]]["turns"])
     for k in range(METHODS[c["method"]]["n"])
 ]
 BASELINES = [res(f"baseline/{DEVICE}/{t}.json") for t in STUDY.task_ids]
 TASK_FILES = [res(f"tasks/{t}.json") for t in STUDY.task_ids]
-REPORT_DIR = res("report")
 REPORT_OUTPUTS = [res("report/REPORT.md")]
 REPORT_TABLES = ("headline", "levels", "ablation", "best_of_n", "taxonomy", "per_task")
 REPORT_FIGURES = ("best_of_n", "speedup_cdf", "success_vs_attempts", "success_vs_tokens", "level_heatmap")
