@@ -15,11 +15,11 @@ from typing import Any, Mapping
 import pandas as pd
 
 from kernelsweep import verdict
+from kernelsweep.models.records import RESPONSE_SCHEMA, model_calls, token_usage
 from kernelsweep.report.baselines import (Baseline, Comparator, compile_column_names, parse_baseline,
                                           timing_column_names)
 from kernelsweep.report.spec import StudySpec
 
-RESPONSE_SCHEMA = "kernelsweep/response/1"
 FINAL_STATUSES = ("evaluated", "no_candidate", "generation_failed")
 # Cells whose final.json says the method produced nothing to evaluate. They have a
 # result (so they count in denominators, as not successful) and are listed by name.
@@ -125,11 +125,6 @@ def outcome(result: Mapping[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def _usage(response: Mapping[str, Any]) -> tuple[int | None, int | None]:
-    usage = response.get("usage") or {}
-    return usage.get("prompt_tokens"), usage.get("completion_tokens")
-
-
 def _median(timing: Any) -> float | None:
     return timing.get("median") if isinstance(timing, Mapping) else None
 
@@ -158,19 +153,6 @@ def _response_records(cell_dir: Path, reader: _Reader) -> list[dict[str, Any]]:
                 records.append(record)
                 break
     return records
-
-
-def _calls(responses: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The model calls behind the records: a stopped turn made none, and records that
-    share a call_id (n candidates of one batched request) are one call."""
-    calls, seen = [], set()
-    for record in responses:
-        call_id = record.get("call_id")
-        if record.get("status") == "stopped" or (call_id is not None and call_id in seen):
-            continue
-        seen.add(call_id)
-        calls.append(record)
-    return calls
 
 
 class _Collector:
@@ -270,9 +252,9 @@ class _Collector:
         device_name = ((result or {}).get("provenance") or {}).get("device_name")
         self.comparator.fill(cell, result, self._baseline_for(task, device_name) if result else None)
 
-        calls = _calls(responses)
-        prompt_tokens = [_usage(r)[0] for r in calls]
-        completion_tokens = [_usage(r)[1] for r in calls]
+        calls = model_calls(responses)
+        prompt_tokens = [token_usage(r)[0] for r in calls]
+        completion_tokens = [token_usage(r)[1] for r in calls]
         cell.update({
             "turns_run": (final or {}).get("turns_run") if cell["has_result"] else None,
             "candidates_evaluated": sum(1 for c in candidates if c["evaluated"]),
@@ -323,7 +305,7 @@ class _Collector:
         provenance = (record or {}).get("provenance") or {}
         self.comparator.fill(row, record, self._baseline_for(key["task"], provenance.get("device_name"))
                              if record else None)
-        prompt_tokens, completion_tokens = _usage(response)
+        prompt_tokens, completion_tokens = token_usage(response)
         error = (record or {}).get("error") or {}
         row.update({
             "runtime_ms": _median((record or {}).get("runtime_ms")),
@@ -375,7 +357,7 @@ class _Collector:
             if value is not None and value != cell[name]:
                 self.problems.append(Problem(str(path), f"final.json records {name}={value} but the cell's files "
                                              f"show {cell[name]}; the report uses the files"))
-        if any(_usage(r) == (None, None) for r in calls if r.get("status") == "ok"):
+        if any(token_usage(r) == (None, None) for r in calls if r.get("status") == "ok"):
             self.problems.append(Problem(str(path), "some model calls have no token usage; token totals are a "
                                          "lower bound"))
 

@@ -7,26 +7,16 @@ from __future__ import annotations
 from typing import Any
 
 from kernelsweep.fileio import read_json, write_json
+from kernelsweep.models.records import model_calls, token_usage
 from kernelsweep.verdict import CATEGORIES
 
 
 def _usage(records: list[dict[str, Any]]) -> tuple[int, int, int, float]:
-    """LLM calls made (stopped turns made none), prompt and completion tokens, seconds."""
-    calls, prompt, completion, seconds, seen = 0, 0, 0, 0.0, set()
-    for r in records:
-        if r.get("status") == "stopped":
-            continue
-        # n candidates of one batched call share one request: count the call once.
-        call_id = r.get("call_id") or id(r)
-        if call_id in seen:
-            continue
-        seen.add(call_id)
-        calls += 1
-        usage = r.get("usage") or {}
-        prompt += int(usage.get("prompt_tokens") or 0)
-        completion += int(usage.get("completion_tokens") or 0)
-        seconds += float(r.get("latency_s") or 0.0)
-    return calls, prompt, completion, seconds
+    """LLM calls made, prompt and completion tokens, seconds."""
+    calls = model_calls(records)
+    tokens = [token_usage(r) for r in calls]
+    return (len(calls), sum(p or 0 for p, _ in tokens), sum(c or 0 for _, c in tokens),
+            sum(float(r.get("latency_s") or 0.0) for r in calls))
 
 
 def finalize(cell: str, selection: dict[str, Any], responses: list[dict[str, Any]],

@@ -24,11 +24,11 @@ from kernelsweep.extract import extract_code
 from kernelsweep.fileio import write_atomic, write_json
 from kernelsweep.models import GenerationFailed, ModelSetupError, load_backend
 from kernelsweep.models.prompting import validate_messages
+from kernelsweep.models.records import RESPONSE_SCHEMA
 from kernelsweep.models.server import raise_on_sigterm
 from kernelsweep.models.spec import normalise
 from kernelsweep.seeds import derive_seed
 
-SCHEMA = "kernelsweep/response/1"
 ROLES = ("generator", "analyzer", "researcher", "feedback")
 KEY_FIELDS = ("model", "method", "task", "sample", "turn")
 
@@ -139,7 +139,7 @@ def _record(*, status: str, prompt: dict, params: dict, model: dict, seed: int |
     if completion is not None and role == "generator":
         extraction = extract_code(completion.text).to_dict()
     return {
-        "schema": SCHEMA,
+        "schema": RESPONSE_SCHEMA,
         "status": status,
         "error": None if error is None else {"type": type(error).__name__, "message": str(error)},
         "role": role,
