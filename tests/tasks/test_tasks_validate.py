@@ -139,7 +139,7 @@ def test_timeout_kills_what_the_reference_spawned(tmp_path):
 def test_crash_is_reported_with_the_signal():
     code = HEADER + "import os\n\nclass Model(nn.Module):\n    def forward(self, x):\n        os.abort()\n" + INPUTS
     reason = invalid_reason(code)
-    assert reason.startswith("the check process died during forward (killed by SIGABRT)")
+    assert reason.startswith("the check process died during forward (it was killed by SIGABRT)")
 
 
 def test_non_finite_output_is_a_warning():

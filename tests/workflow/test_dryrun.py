@@ -4,9 +4,7 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
 
 from kernelsweep.study import REPO_ROOT
 

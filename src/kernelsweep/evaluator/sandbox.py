@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelsweep.evaluator import settings
+from kernelsweep.process_group import kill_group
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # .../src
 
@@ -270,9 +270,7 @@ class Worker:
         with self._lock:
             if self._killed or self._proc.poll() is not None:
                 return  # already ended on its own: its exit status stands
-            try:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
+            if not kill_group(self._proc.pid):
                 return
             self._killed = True
             if phase is not None:
@@ -301,10 +299,7 @@ class Worker:
         self._watchdog.join()
         # Whatever the child left behind in its group goes too (grandchildren
         # holding our pipes open would otherwise keep the readers waiting).
-        try:
-            os.killpg(self._proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        kill_group(self._proc.pid)
         for t in self._threads:
             t.join(timeout=5.0)
         if self._control_w is not None:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kernelsweep.models.base import ModelSetupError
 from kernelsweep.models.checkpoint import locate
+from kernelsweep.process_group import stop_group
 
 LOOPBACK = "127.0.0.1"
 
@@ -134,20 +135,7 @@ class LocalServer:
         process, self.process = self.process, None
         atexit.unregister(self.stop)
         if process is not None:
-            try:
-                os.killpg(process.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                process.wait(timeout=self.stop_timeout_s)
-            except subprocess.TimeoutExpired:
-                pass
-            # Also reaps children that outlived the server process itself.
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            process.wait()
+            stop_group(process, self.stop_timeout_s)
         self._close_log()
 
     def _close_log(self) -> None:

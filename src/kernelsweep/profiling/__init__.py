@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -43,17 +42,6 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def _exit_description(returncode: int | None) -> str:
-    if returncode is not None and returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        hint = " (SIGKILL from outside often means out of memory)" if name == "SIGKILL" else ""
-        return f"was killed by {name}{hint}"
-    return f"exited with code {returncode}"
-
-
 def profile_reference(reference: str | os.PathLike, device: str, precision: str = "fp32",
                       timeout_s: float = DEFAULT_TIMEOUT_S, warmup: int = 3, iters: int = 10, seed: int = 0,
                       task: str | None = None, peak_flops: float | None = None,
@@ -62,6 +50,7 @@ def profile_reference(reference: str | os.PathLike, device: str, precision: str 
     kernelsweep.profiling.record). Raises ValueError for bad arguments; a
     reference that fails, hangs or crashes gives a record with status 'error'."""
     from kernelsweep.profiling import record
+    from kernelsweep.process_group import describe_exit
     from kernelsweep.profiling.runner import run_with_timeout
 
     path = Path(reference)
@@ -92,7 +81,7 @@ def profile_reference(reference: str | os.PathLike, device: str, precision: str 
         rec = record.error_record(identity, "Timeout", f"profiling did not finish within {timeout_s:g} s; "
                                   "the profiling process and its children were killed", None, done.log_tail)
     elif raw is None:
-        rec = record.error_record(identity, "ChildFailed", f"the profiling process {_exit_description(done.returncode)} "
+        rec = record.error_record(identity, "ChildFailed", f"the profiling process {describe_exit(done.returncode)} "
                                   "before writing a result", None, done.log_tail)
     elif raw["status"] != "ok":
         err = raw["error"]

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from kernelsweep.process_group import describe_exit, run_in_group
 from kernelsweep.tasks.errors import TaskConfigError, TaskInvalidError
 
 CHILD = Path(__file__).with_name("check_child.py")
@@ -65,7 +64,7 @@ def validate_reference(code: str, task_id: str, *, device: str = "cpu", forward:
             raise TaskInvalidError(task_id, f"timed out after {timeout_s:g} s during {_STAGES.get(stage, stage)}")
     elif state.get("ok") is None:
         raise TaskInvalidError(task_id, f"the check process died during {_STAGES.get(stage, stage)} "
-                                        f"({_exit_text(returncode)}){_tail(stderr)}")
+                                        f"(it {describe_exit(returncode)}){_tail(stderr)}")
     if state.get("environment_error"):
         raise TaskConfigError(f"{task_id}: cannot validate: {state['reason']}")
     if not state["ok"]:
@@ -108,24 +107,8 @@ def _run_child(cmd: list[str], *, cwd: str, env: dict, timeout_s: float) -> tupl
     """Run in its own session so a timeout kills the child and anything it spawned."""
     stderr_path = Path(cwd) / "stderr.txt"
     with open(stderr_path, "wb") as stderr:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
-        try:
-            returncode, timed_out = proc.wait(timeout=timeout_s), False
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        finally:
-            _kill_group(proc)
-        if timed_out:
-            returncode = proc.wait()
-    return returncode, timed_out, stderr_path.read_text(encoding="utf-8", errors="replace")
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        done = run_in_group(cmd, timeout_s, stderr=stderr, cwd=cwd, env=env)
+    return done.returncode, done.timed_out, stderr_path.read_text(encoding="utf-8", errors="replace")
 
 
 def _read_state(path: Path) -> dict:
@@ -133,15 +116,6 @@ def _read_state(path: Path) -> dict:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-
-
-def _exit_text(returncode: int | None) -> str:
-    if returncode is not None and returncode < 0:
-        try:
-            return f"killed by {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"killed by signal {-returncode}"
-    return f"exit status {returncode}"
 
 
 def _tail(stderr: str, lines: int = 5) -> str:

@@ -1,0 +1,84 @@
+"""Children that run untrusted or heavy code (references, candidates, model
+servers) start in their own session, so one signal to the group reaches
+everything they spawned: compiler jobs, dataloader workers, a server's
+subprocesses. SIGKILL is the only signal that stops a process hung in native
+code or a CUDA call."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+TAIL_CHARS = 4000
+
+
+def kill_group(pid: int, sig: int = signal.SIGKILL) -> bool:
+    """Signal a group led by pid; False when it is already gone."""
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float) -> None:
+    """SIGTERM the group, SIGKILL whatever is left after grace_s (also the
+    children that outlived their leader), and reap the leader."""
+    kill_group(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        pass
+    kill_group(proc.pid)
+    proc.wait()
+
+
+@dataclass
+class GroupRun:
+    returncode: int | None  # None when killed at the timeout
+    timed_out: bool
+    wall_s: float
+
+
+def run_in_group(argv: list[str], timeout_s: float, *, stdout: IO | int | None = subprocess.DEVNULL,
+                 stderr: IO | int | None = subprocess.STDOUT, cwd: str | os.PathLike | None = None,
+                 env: dict[str, str] | None = None) -> GroupRun:
+    """Run argv in a new session with a wall-clock limit. At the limit, on an
+    exception in the parent (Ctrl-C) and after a normal exit, the whole group is
+    killed: nothing the child started outlives it."""
+    start = time.monotonic()
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, cwd=cwd, env=env,
+                            start_new_session=True)
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        kill_group(proc.pid)
+        proc.wait()
+    return GroupRun(None if timed_out else proc.returncode, timed_out, time.monotonic() - start)
+
+
+def read_tail(path: Path, chars: int = TAIL_CHARS) -> str:
+    try:
+        return path.read_bytes()[-chars:].decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def describe_exit(returncode: int | None) -> str:
+    """'was killed by SIGSEGV' / 'exited with code 3', for error messages."""
+    if returncode is not None and returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        hint = " (SIGKILL from outside often means out of memory)" if name == "SIGKILL" else ""
+        return f"was killed by {name}{hint}"
+    return f"exited with code {returncode}"
