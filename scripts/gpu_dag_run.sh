@@ -4,7 +4,8 @@
 #                                  profile, baseline, compile, evaluate, select, final and report,
 #                                  with --resources gpu=<GPUs on the machine>
 #   scripts/gpu_dag_run.sh timing  the same candidates timed again alone on GPU 0 and, with two
-#                                  GPUs, beside a transformers generation load on GPU 0 (timed on GPU 1)
+#                                  GPUs, beside a transformers generation load on GPU 0 (timed on GPU 1);
+#                                  TIMING_DEADLINE=S starts no evaluation after S seconds
 # Needs: torch with CUDA, nvcc; snakemake and jsonschema as wheels in .whl/ (see NOTES-gpu.md);
 # KernelBench level-2 files 9, 12, 29, 76 under .gpu_carry/kernelbench/level2/.
 # Writes summaries and a tarball of the results to $OUT (or ./gpu_out).
@@ -47,13 +48,15 @@ PY
       --out "$2/$(echo "$3" | sed 's|/|__|g').json" > /dev/null
   }
   mkdir -p $WORK/alone $WORK/loaded
-  for cell in $cells; do evaluate 0 $WORK/alone "$cell"; done
+  # TIMING_DEADLINE (s): stop starting evaluations after it, so the summary is still written
+  deadline=$(( $(date +%s) + ${TIMING_DEADLINE:-100000} ))
+  for cell in $cells; do [ "$(date +%s)" -lt $deadline ] && evaluate 0 $WORK/alone "$cell"; done
   if [ "$GPUS" -ge 2 ]; then
     python3 scripts/gpu/random_model.py /tmp/randmodel
     rm -f /tmp/stop_load
     CUDA_VISIBLE_DEVICES=0 python3 scripts/gpu/generation_load.py /tmp/randmodel /tmp/stop_load "$OUT/generation_load.json" > $WORK/genload.log 2>&1 &
     until grep -q "^call 1" $WORK/genload.log 2>/dev/null || ! kill -0 $! 2>/dev/null; do sleep 2; done
-    for cell in $cells; do evaluate 1 $WORK/loaded "$cell"; done
+    for cell in $cells; do [ "$(date +%s)" -lt $deadline ] && evaluate 1 $WORK/loaded "$cell"; done
     touch /tmp/stop_load; wait
     tail -n 3 $WORK/genload.log
   fi

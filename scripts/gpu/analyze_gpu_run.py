@@ -39,10 +39,21 @@ def compare_runs(dag: dict[str, dict], other_dir: Path | None) -> list[dict]:
         if not mine or not (mine.get("runtime_ms") or {}).get("samples") or not (other.get("runtime_ms") or {}).get("samples"):
             continue
         cmp = compare_timings(other["runtime_ms"]["samples"], mine["runtime_ms"]["samples"])
+        # The number the study publishes is the speedup (reference and candidate interleaved in
+        # one process); it matches when the two runs' speedup intervals overlap.
+        a, b = mine.get("speedup_ci"), other.get("speedup_ci")
         rows.append({"cell": cell, "dag_median_ms": mine["runtime_ms"]["median"], "other_median_ms": other["runtime_ms"]["median"],
                      "ratio": cmp["speedup"], "ratio_ci": cmp["speedup_ci"], "verdict": cmp["verdict"],
+                     "dag_speedup": mine.get("speedup"), "dag_speedup_ci": a,
+                     "other_speedup": other.get("speedup"), "other_speedup_ci": b,
+                     "speedup_intervals_overlap": bool(a and b and a[0] <= b[1] and b[0] <= a[1]),
+                     "dag_category": mine.get("category"), "other_category": other.get("category"),
                      "other_device": (other.get("provenance") or {}).get("visible_devices")})
     return rows
+
+
+def _ci(interval) -> str:
+    return f"[{interval[0]:.4f}, {interval[1]:.4f}]" if interval else "[-]"
 
 
 def main() -> int:
@@ -73,6 +84,14 @@ def main() -> int:
         "alone_vs_dag": compare_runs(ran, args.alone),
         "loaded_vs_dag": compare_runs(ran, args.loaded),
     }
+    for name in ("alone_vs_dag", "loaded_vs_dag"):
+        compared = summary[name]
+        summary[name + "_counts"] = {
+            "compared": len(compared),
+            "median_time_tie": sum(r["verdict"] == "tie" for r in compared),
+            "speedup_intervals_overlap": sum(r["speedup_intervals_overlap"] for r in compared),
+            "same_category": sum(r["dag_category"] == r["other_category"] for r in compared),
+        }
     args.out.write_text(json.dumps(summary, indent=1))
     print(f"evaluations: {summary['evaluations']}  devices: {summary['devices_used']}  "
           f"pairs at once: {summary['pairs_running_at_once']}  pairs sharing a device at once: {len(shared)}")
@@ -82,7 +101,11 @@ def main() -> int:
     for name in ("alone_vs_dag", "loaded_vs_dag"):
         for r in summary[name]:
             print(f"  {name}: {r['cell']:<44} dag {r['dag_median_ms']:.4f} ms vs {r['other_median_ms']:.4f} ms "
-                  f"ratio {r['ratio']:.3f} [{r['ratio_ci'][0]:.3f}, {r['ratio_ci'][1]:.3f}] -> {r['verdict']}")
+                  f"ratio {r['ratio']:.3f} [{r['ratio_ci'][0]:.3f}, {r['ratio_ci'][1]:.3f}] -> {r['verdict']}; "
+                  f"speedup {r['dag_speedup']:.4f} {_ci(r['dag_speedup_ci'])} vs {r['other_speedup']:.4f} "
+                  f"{_ci(r['other_speedup_ci'])} overlap={r['speedup_intervals_overlap']}")
+        if summary[name]:
+            print(f"  {name}: {summary[name + '_counts']}")
     return 0
 
 
