@@ -38,7 +38,7 @@ def compare_runs(dag: dict[str, dict], other_dir: Path | None) -> list[dict]:
         other, mine = json.loads(path.read_text()), dag.get(cell)
         if not mine or not (mine.get("runtime_ms") or {}).get("samples") or not (other.get("runtime_ms") or {}).get("samples"):
             continue
-        cmp = compare_timings(other["runtime_ms"]["samples"], mine["runtime_ms"]["samples"])
+        cmp = compare_timings(other["runtime_ms"]["samples"], mine["runtime_ms"]["samples"], margin=0.0)
         # The number the study publishes is the speedup (reference and candidate interleaved in
         # one process); it matches when the two runs' speedup intervals overlap.
         a, b = mine.get("speedup_ci"), other.get("speedup_ci")

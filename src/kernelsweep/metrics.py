@@ -4,9 +4,15 @@ used by the evaluator (per candidate) and the report (per table).
 speedup      = median(reference times) / median(candidate times)
 speedup_ci   = percentile bootstrap 95% interval of that ratio, resampling each
                side's timing samples independently
-verdict      = 'faster' if the interval lies above 1, 'slower' if below, else 'tie'
+verdict      = 'faster' if the interval lies above 1 + m, 'slower' if below
+               1 / (1 + m), else 'tie' (m: the equivalence margin)
 fast_p       = correct AND custom kernel launched AND speedup_ci low end > p
-               (for p = 1 this is exactly 'faster'; p = 0 is 'correct kernel')
+               (for p = 1 and m = 0 this is exactly 'faster'; p = 0 is 'correct kernel')
+
+The interval is the spread within one run. Between runs the same candidate's
+speedup moves too (on an H200, up to 0.6% for one source timed in two jobs),
+so a speedup closer to 1 than the margin is a tie however tight its interval:
+a verdict that a rerun would flip is not reported as faster or slower.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import numpy as np
 BOOTSTRAP_RESAMPLES = 2000
 CONFIDENCE = 0.95
 BOOTSTRAP_SEED = 20241129  # fixed: the same samples always give the same interval
+EQUIVALENCE_MARGIN = 0.01  # default m: within 1% of the reference counts as a tie
 
 
 def summarize(samples_ms: Sequence[float]) -> dict[str, Any]:
@@ -66,22 +73,31 @@ def speedup_interval(reference_ms: Sequence[float], candidate_ms: Sequence[float
     return float(lo), float(hi)
 
 
-def timing_verdict(interval: tuple[float, float] | None) -> str | None:
+def check_margin(margin: float) -> float:
+    margin = float(margin)
+    if not 0.0 <= margin < 1.0 or not math.isfinite(margin):
+        raise ValueError(f"the equivalence margin must be in [0, 1), got {margin!r}")
+    return margin
+
+
+def timing_verdict(interval: tuple[float, float] | None, margin: float = EQUIVALENCE_MARGIN) -> str | None:
     """'faster', 'slower' or 'tie' from the speedup interval; never from rounding."""
     if interval is None:
         return None
+    margin = check_margin(margin)
     lo, hi = interval
-    if lo > 1.0:
+    if lo > 1.0 + margin:
         return "faster"
-    if hi < 1.0:
+    if hi < 1.0 / (1.0 + margin):
         return "slower"
     return "tie"
 
 
-def compare_timings(reference_ms: Sequence[float], candidate_ms: Sequence[float]) -> dict[str, Any]:
+def compare_timings(reference_ms: Sequence[float], candidate_ms: Sequence[float],
+                    margin: float = EQUIVALENCE_MARGIN) -> dict[str, Any]:
     """Everything the evaluator and the report record about one comparison."""
     interval = speedup_interval(reference_ms, candidate_ms)
-    verdict = timing_verdict(interval)
+    verdict = timing_verdict(interval, margin)
     return {
         "speedup": speedup(reference_ms, candidate_ms),
         "speedup_ci": list(interval) if interval else None,

@@ -31,6 +31,9 @@ def test_eval_harness_problems_exit_2_with_a_message(build_dir, tmp_path):
     assert p.returncode == 2 and "cannot read candidate" in p.stderr and p.stdout == ""
     p = kernelsweep("eval", REFERENCES / "add.py", CPU / "pytorch_only.py", "--device", "cpu", "--trials", "0")
     assert p.returncode == 2 and "must be at least 1" in p.stderr
+    p = kernelsweep("eval", REFERENCES / "add.py", CPU / "pytorch_only.py", "--device", "cpu",
+                    "--equivalence-margin", "1.5")
+    assert p.returncode == 2 and "equivalence margin must be in [0, 1)" in p.stderr
     p = kernelsweep("eval", REFERENCES / "broken.py", CPU / "pytorch_only.py", "--device", "cpu",
                     "--trials", "2", "--timing-trials", "5", "--build-dir", build_dir)
     assert p.returncode == 2 and "reference failed" in p.stderr and "Traceback" not in p.stderr

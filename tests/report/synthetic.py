@@ -77,7 +77,8 @@ class ResultsWriter:
             "wall_s": 2.0, "compile_s": 1.0, "device": self.device, "precision": self.precision,
             "provenance": dict(PROVENANCE, device_name=device_name, task_sha256=self.task_sha.get(task),
                                candidate_sha256="0" * 64, seeds=[0], atol=1e-4, rtol=1e-4, trials=5,
-                               timing_trials=len(cand or []), warmup=3, harness="synthetic", visible_devices="0"),
+                               timing_trials=len(cand or []), warmup=3, harness="synthetic", visible_devices="0",
+                               equivalence_margin=metrics.EQUIVALENCE_MARGIN),
         }
 
     def response(self, role: str = "generator", status: str = "ok", tokens: tuple[int, int] = (100, 50),
@@ -145,7 +146,8 @@ SMALL_STUDY = {
               {"id": "L2-001", "level": 2, "name": "1_Conv2D_ReLU_BiasAdd"}],
     "samples": 1,
     "baseline_modes": ["eager", "inductor-default", "inductor-reduce-overhead", "inductor-max-autotune"],
-    "config": {"device": "cpu", "results": "results", "samples": 1},
+    "config": {"device": "cpu", "results": "results", "samples": 1,
+               "evaluation": {"equivalence_margin": metrics.EQUIVALENCE_MARGIN}},
 }
 
 

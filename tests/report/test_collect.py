@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from synthetic import ResultsWriter, constant
 
-from kernelsweep.report.baselines import Comparator
+from kernelsweep.report.baselines import Baseline, Comparator
 from kernelsweep.report.collect import collect
 
 
@@ -159,6 +159,27 @@ def test_candidates_of_one_batched_call_count_as_one_call(small_study):
     row = cell(c.cells, "agentic", "L1-002")
     assert (row["llm_calls"], row["tokens"]) == (1, 150)
     assert c.problems == []
+
+
+def test_evaluation_under_another_equivalence_margin_is_flagged(small_study):
+    results, _, spec = small_study
+    path = next(p for p in sorted(results.glob("runs/**/eval.json")) if json.loads(p.read_text()).get("speedup_ci"))
+    record = json.loads(path.read_text())
+    record["provenance"]["equivalence_margin"] = 0.0
+    path.write_text(json.dumps(record))
+    problems = collect(results, spec).problems
+    assert [p.path for p in problems if "equivalence margin 0.0" in p.message] == [str(path)]
+
+
+def test_torch_compile_verdicts_use_the_study_margin():
+    ref, cand = constant(1.0), constant(1 / 1.005)  # 0.5% faster than the compiled reference
+    for margin, expected in ((0.0, "faster"), (0.01, "tie")):
+        comparator = Comparator(("inductor-default",), margin)
+        row = {}
+        comparator.fill(row, {"correct": True, "category": "correct_tie", "runtime_ms": {"samples": cand}},
+                        Baseline("L1-001", samples={"inductor-default": ref}))
+        comparator.resolve()
+        assert row["verdict_inductor_default"] == expected and row["verdict_compile"] == expected
 
 
 def test_parallel_comparisons_give_the_same_tables(small_study, monkeypatch):

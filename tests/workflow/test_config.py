@@ -37,6 +37,7 @@ def test_both_shipped_configs_validate():
         (lambda c: c["models"]["gemma270m"].pop("path"), ["config key 'models.gemma270m'", "'path' is a required property"]),
         (lambda c: c["tasks"].update(ids="one-to-ten"), ["config key 'tasks.ids'"]),
         (lambda c: c.update(precision="fp64"), ["config key 'precision'", "'fp32', 'fp16', 'bf16'"]),
+        (lambda c: c["evaluation"].update(equivalence_margin=1.5), ["config key 'evaluation.equivalence_margin'"]),
     ],
 )
 def test_invalid_keys_are_named(mutate, expected):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from kernelsweep import metrics
 from kernelsweep.evaluator import settings
 from kernelsweep.evaluator.cli_common import emit, fail, non_negative_int, positive_float, positive_int
 from kernelsweep.evaluator.errors import HarnessError
@@ -28,6 +29,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cuda-arch", default=None, help="TORCH_CUDA_ARCH_LIST for builds (default: the GPU's, else 9.0)")
     parser.add_argument("--speedup-bound", type=positive_float, default=settings.SPEEDUP_BOUND,
                         help="speedups above this are labelled cheat (default 1000)")
+    parser.add_argument("--equivalence-margin", type=float, default=metrics.EQUIVALENCE_MARGIN,
+                        help="speedups within this relative margin of 1 are ties (default "
+                             f"{metrics.EQUIVALENCE_MARGIN}; see kernelsweep.metrics)")
     parser.add_argument("--out", type=Path, default=None, help="also write the record here (atomically)")
 
 
@@ -39,7 +43,8 @@ def main(args: argparse.Namespace) -> int:
                           trials=args.trials, timing_trials=args.timing_trials, warmup=args.warmup,
                           timeout_s=args.timeout, compile_timeout_s=args.compile_timeout,
                           build_dir=args.build_dir, log_dir=args.log_dir, task_sha256=args.task_hash,
-                          cuda_arch=args.cuda_arch, speedup_bound=args.speedup_bound)
+                          cuda_arch=args.cuda_arch, speedup_bound=args.speedup_bound,
+                          equivalence_margin=args.equivalence_margin)
     except HarnessError as exc:
         return fail("eval", str(exc))
     return emit("eval", record, args.out)

@@ -127,7 +127,8 @@ class Evaluation:
             "seeds": {"init": cfg.seeds["init"], "trials": cfg.trial_seeds(), "timing_base": cfg.seeds["timing_base"]},
             "atol": cfg.atol, "rtol": cfg.rtol, "trials": cfg.trials, "timing_trials": cfg.timing_trials,
             "warmup": cfg.warmup, "timeout_s": cfg.timeout_s, "compile_timeout_s": cfg.compile_timeout_s,
-            "speedup_bound": cfg.speedup_bound, "cuda_arch": self.cuda_arch,
+            "speedup_bound": cfg.speedup_bound, "equivalence_margin": cfg.equivalence_margin,
+            "cuda_arch": self.cuda_arch,
             "harness": settings.HARNESS_VERSION,
             "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         }
@@ -348,7 +349,7 @@ class Evaluation:
         ref_ms, cand_ms = t["ref_ms"], t["cand_ms"]
         self.record["runtime_ms"] = dict(metrics.summarize(cand_ms), samples=cand_ms)
         self.record["ref_runtime_ms"] = dict(metrics.summarize(ref_ms), samples=ref_ms)
-        comparison = metrics.compare_timings(ref_ms, cand_ms)
+        comparison = metrics.compare_timings(ref_ms, cand_ms, cfg.equivalence_margin)
         self.record.update(speedup=comparison["speedup"], speedup_ci=comparison["speedup_ci"],
                            timing_verdict=comparison["verdict"], faster=comparison["faster"])
         self.record["timing"] = {"pool_sets": t["pool_sets"], "flush_bytes": t["flush_bytes"],
@@ -392,6 +393,7 @@ def evaluate(reference: Path, candidate: Path, *, device: str = "cuda", precisio
              compile_timeout_s: float = 600.0, build_dir: Path | None = None, log_dir: Path | None = None,
              task_sha256: str | None = None, cuda_arch: str | None = None,
              speedup_bound: float = settings.SPEEDUP_BOUND,
+             equivalence_margin: float = metrics.EQUIVALENCE_MARGIN,
              cpu_memory_limit_bytes: int | None = None) -> dict[str, Any]:
     """Evaluate CANDIDATE (defines ModelNew) against REFERENCE (KernelBench
     module). Returns the eval record (docs/results.md). Raises HarnessError
@@ -399,7 +401,8 @@ def evaluate(reference: Path, candidate: Path, *, device: str = "cuda", precisio
     try:
         cfg = settings.EvalSettings(device=device, precision=precision, trials=trials, timing_trials=timing_trials,
                                     warmup=warmup, timeout_s=timeout_s, compile_timeout_s=compile_timeout_s,
-                                    speedup_bound=speedup_bound, cuda_arch=cuda_arch,
+                                    speedup_bound=speedup_bound, equivalence_margin=equivalence_margin,
+                                    cuda_arch=cuda_arch,
                                     cpu_memory_limit_bytes=cpu_memory_limit_bytes)
     except ValueError as exc:
         raise HarnessError(str(exc)) from None

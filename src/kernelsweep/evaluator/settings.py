@@ -7,6 +7,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from kernelsweep import metrics
+
 HARNESS_VERSION = "kernelsweep-evaluator/1"
 
 DEVICES = ("cpu", "cuda")
@@ -68,6 +70,7 @@ class EvalSettings:
     timeout_s: float = 240.0
     compile_timeout_s: float = 600.0
     speedup_bound: float = SPEEDUP_BOUND
+    equivalence_margin: float = metrics.EQUIVALENCE_MARGIN
     cuda_arch: str | None = None
     # Host memory limit of CPU-device children (address space); None = 75% of RAM.
     cpu_memory_limit_bytes: int | None = None
@@ -87,6 +90,7 @@ class EvalSettings:
             raise ValueError("warmup must not be negative")
         if self.timeout_s <= 0 or self.compile_timeout_s <= 0:
             raise ValueError("timeouts must be positive")
+        metrics.check_margin(self.equivalence_margin)
 
     @property
     def atol(self) -> float:

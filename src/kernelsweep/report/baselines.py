@@ -84,8 +84,8 @@ def timing_column_names(compile_modes: tuple[str, ...]) -> list[str]:
     return list(_blank("eager")) + compile_column_names(compile_modes)
 
 
-def _compare(pair: tuple[list[float], list[float]]) -> dict[str, Any]:
-    return metrics.compare_timings(*pair)
+def _compare(job: tuple[list[float], list[float], float]) -> dict[str, Any]:
+    return metrics.compare_timings(*job)
 
 
 class Comparator:
@@ -96,8 +96,9 @@ class Comparator:
 
     PARALLEL_FROM = 64  # fewer comparisons are not worth starting processes
 
-    def __init__(self, compile_modes: tuple[str, ...]):
+    def __init__(self, compile_modes: tuple[str, ...], margin: float):
         self.compile_modes = compile_modes
+        self.margin = margin
         self._pending: dict[tuple, list[tuple[dict[str, Any], str]]] = {}
         self._pairs: dict[tuple, tuple[list[float], list[float]]] = {}
 
@@ -126,7 +127,7 @@ class Comparator:
     def resolve(self, jobs: int = 1) -> None:
         """Compute every queued comparison and write it into its rows."""
         keys = list(self._pending)
-        pairs = [self._pairs[k] for k in keys]
+        pairs = [(*self._pairs[k], self.margin) for k in keys]
         if jobs > 1 and len(keys) >= self.PARALLEL_FROM:
             with ProcessPoolExecutor(max_workers=jobs) as pool:
                 results = list(pool.map(_compare, pairs, chunksize=max(1, len(pairs) // (8 * jobs))))

@@ -161,7 +161,7 @@ class _Collector:
         self.spec = spec
         self.problems: list[Problem] = []
         self.reader = _Reader(self.problems)
-        self.comparator = Comparator(spec.compile_modes)
+        self.comparator = Comparator(spec.compile_modes, spec.equivalence_margin)
         self.environments: Counter = Counter()
         self.baselines = self._baselines()
         self.mismatched_tasks: set[str] = set()  # baseline on another device than a candidate
@@ -204,6 +204,11 @@ class _Collector:
             self.problems.append(Problem(str(path), f"category {record.get('category')!r} disagrees with correct="
                                          f"{record.get('correct')} and custom_kernel={record.get('custom_kernel')}; "
                                          "counted as a kernel success only if both agree"))
+        margin = provenance.get("equivalence_margin")
+        if record.get("speedup_ci") and margin is not None and margin != self.spec.equivalence_margin:
+            self.problems.append(Problem(str(path), f"timed with equivalence margin {margin} but the study's is "
+                                         f"{self.spec.equivalence_margin}: its faster/tie/slower verdict against "
+                                         "eager follows the older margin; rerun it"))
         for key, expected in (("device", self.spec.device), ("precision", self.spec.precision)):
             if record.get(key) not in (None, expected):
                 self.problems.append(Problem(str(path), f"{key} {record.get(key)!r} differs from the study's "

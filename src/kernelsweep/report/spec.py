@@ -43,6 +43,11 @@ class StudySpec:
     config: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def equivalence_margin(self) -> float:
+        """The study's tie margin (kernelsweep.metrics); 0 for a manifest older than it."""
+        return float((self.config.get("evaluation") or {}).get("equivalence_margin", 0.0))
+
+    @property
     def compile_modes(self) -> tuple[str, ...]:
         """The torch.compile baselines (every baseline mode but eager)."""
         return tuple(m for m in self.baseline_modes if m != "eager")

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernelsweep import metrics
 from kernelsweep.fileio import read_json, sha256_file, write_json
 
 
@@ -97,6 +98,7 @@ def run_evaluate(args) -> int:
             Path(args.reference), candidate, device=args.device, precision=args.precision,
             trials=args.trials, timing_trials=args.timing_trials, warmup=args.warmup,
             timeout_s=args.timeout, compile_timeout_s=args.compile_timeout,
+            equivalence_margin=args.equivalence_margin,
             build_dir=Path(args.build_dir), log_dir=Path(args.out).parent, task_sha256=task["sha256"],
         )
         record.setdefault("provenance", {})["generation"] = generation_provenance(response, candidate)
@@ -128,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--timing-trials", type=int, default=100)
     ev.add_argument("--warmup", type=int, default=10)
     ev.add_argument("--compile-timeout", type=float, default=600.0)
+    ev.add_argument("--equivalence-margin", type=float, default=metrics.EQUIVALENCE_MARGIN)
     for p in (build, ev):
         p.add_argument("--device", choices=("cpu", "cuda"), required=True)
         p.add_argument("--build-dir", required=True)
