@@ -86,9 +86,9 @@ def study_config(tmp: Path) -> Path:
     return path
 
 
-def snakemake(config: Path, *args, check=True):
+def snakemake(config: Path, *args, check=True, python=sys.executable):
     # Each study gets its own working directory (its own .snakemake metadata and locks).
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), "--directory", str(config.parent),
+    cmd = [python, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), "--directory", str(config.parent),
            "--cores", "2", "--configfile", str(config), *args]
     proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=1800)
     if check:
@@ -144,6 +144,13 @@ def test_every_cell_has_its_final_verdict(finished_study):
 def test_second_run_does_nothing(finished_study):
     _, config = finished_study
     assert planned(snakemake(config, "-n")) == {}
+    # ...also when Snakemake runs under another path to the same interpreter
+    # (`python` vs `python3`): no job may depend on how Snakemake was started.
+    here = Path(sys.executable)
+    other = next(p for p in (here.with_name("python3"), here.with_name("python"),
+                             here.with_name(f"python{sys.version_info[0]}.{sys.version_info[1]}"))
+                 if p.exists() and p.name != here.name)
+    assert planned(snakemake(config, "-n", python=str(other))) == {}
 
 
 def test_deleting_one_eval_reruns_only_its_dependents(finished_study):

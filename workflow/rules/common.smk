@@ -1,6 +1,7 @@
 # Shared definitions: the validated study, paths, wildcard constraints and the
 # input functions of every rule (rule files hold rules only).
 import json
+import os
 import re
 import shlex
 import sys
@@ -28,10 +29,15 @@ BUILD = STUDY.build_cache()
 
 # One interpreter for every job: the one running Snakemake, unless jobs run in
 # conda environments (--sdm conda), where each env brings its own python and the
-# package's src/ goes on PYTHONPATH (it is not installed there).
+# package's src/ goes on PYTHONPATH (it is not installed there). Jobs find it in
+# the environment ($KERNELSWEEP_PYTHON), not in params: Snakemake reruns a job
+# whose params changed, and the interpreter's path differs between `snakemake`
+# and `python -m snakemake`, or between two checkouts of one study. (A SLURM job
+# parses this file again and sets it for itself.)
 _CONDA = "conda" in str(getattr(workflow.deployment_settings, "deployment_method", "")).lower()
-PY = f"PYTHONPATH={_SRC}${{PYTHONPATH:+:$PYTHONPATH}} python" if _CONDA else sys.executable
-KS = f"{PY} -m kernelsweep"
+os.environ.update(KERNELSWEEP_PYTHON="python" if _CONDA else sys.executable)
+if _CONDA:
+    os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (str(_SRC), os.environ.get("PYTHONPATH")) if p))
 CPU_ENV = "../../envs/cpu.yaml"
 TIMING_ENV = "../../envs/cuda.yaml" if DEVICE == "cuda" else CPU_ENV
 # Generation on a GPU (transformers backend with device cuda) needs the CUDA env.
@@ -43,7 +49,8 @@ GEN_ENV = (
 # Timing jobs claim a device slot (a distinct GPU per job, CUDA_VISIBLE_DEVICES
 # set); on the CPU the single slot serialises timings so they never share cores.
 # Locks live under {results} locally and on node-local /tmp inside SLURM jobs.
-TIMED = f"{PY} -m kernelsweep.gpu_slots run --results {RES} --gpus {'auto' if DEVICE == 'cuda' else 'cpu'} --"
+# Arguments of `kernelsweep.gpu_slots run` (the timed rules' wrapper).
+SLOTS = f"--results {shlex.quote(str(RES))} --gpus {'auto' if DEVICE == 'cuda' else 'cpu'}"
 TIMING_RESOURCE = {"gpu": 1} if DEVICE == "cuda" else {"cpu_timer": 1}
 PREPARED_MARKER = ".kernelsweep-prepared"
 

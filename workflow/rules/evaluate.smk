@@ -24,13 +24,12 @@ for _n in sorted({m["n"] for m in METHODS.values()}):
         params:
             timeout=STUDY.config["evaluation"]["compile_timeout_s"],
             arch=STUDY.config["cuda_arch"],
-            py=PY,
             device=DEVICE,
             build=BUILD,
         conda:
             TIMING_ENV
         shell:
-            "TORCH_CUDA_ARCH_LIST={params.arch:q} {params.py} -m kernelsweep.stages.evaluate compile "
+            "TORCH_CUDA_ARCH_LIST={params.arch:q} $KERNELSWEEP_PYTHON -m kernelsweep.stages.evaluate compile "
             "--candidates {input.candidates} --device {params.device} --jobs {threads} "
             "--build-dir {params.build} --timeout {params.timeout} > {log} 2>&1"
 
@@ -51,15 +50,15 @@ rule evaluate:
     params:
         args=evaluation_args(),
         arch=STUDY.config["cuda_arch"],
-        timed=TIMED,
-        py=PY,
         build=BUILD,
+        slots=SLOTS,
     resources:
         **TIMING_RESOURCE,
     conda:
         TIMING_ENV
     shell:
-        "TORCH_CUDA_ARCH_LIST={params.arch:q} {params.timed} {params.py} -m kernelsweep.stages.evaluate evaluate "
+        "TORCH_CUDA_ARCH_LIST={params.arch:q} $KERNELSWEEP_PYTHON -m kernelsweep.gpu_slots run {params.slots} -- "
+        "$KERNELSWEEP_PYTHON -m kernelsweep.stages.evaluate evaluate "
         "--candidate {input.candidate} --response {input.response} --build {input.build} "
         "--reference {input.reference} --task {input.task} {params.args} --build-dir {params.build} "
         "--out {output} > {log} 2>&1"

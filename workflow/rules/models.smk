@@ -10,9 +10,7 @@ if PREPARED_CHECKPOINTS:
             res("logs/prepare_model/{checkpoint}.log"),
         wildcard_constraints:
             checkpoint=_alternatives(PREPARED_CHECKPOINTS),
-        params:
-            ks=KS,
         conda:
             GEN_ENV
         shell:
-            "{params.ks} prepare-model --out {wildcards.checkpoint} > {log} 2>&1"
+            "$KERNELSWEEP_PYTHON -m kernelsweep prepare-model --out {wildcards.checkpoint} > {log} 2>&1"

@@ -15,14 +15,14 @@ rule profile:
         peaks=profile_peaks(),
         timeout=STUDY.config["profile"]["timeout_s"],
         precision=STUDY.config["precision"],
-        timed=TIMED,
-        ks=KS,
+        slots=SLOTS,
     resources:
         **TIMING_RESOURCE,
     conda:
         TIMING_ENV
     shell:
-        "{params.timed} {params.ks} profile {input} --device {wildcards.device} --precision {params.precision} "
+        "$KERNELSWEEP_PYTHON -m kernelsweep.gpu_slots run {params.slots} -- "
+        "$KERNELSWEEP_PYTHON -m kernelsweep profile {input} --device {wildcards.device} --precision {params.precision} "
         "--timeout {params.timeout} {params.peaks} --out {output} > {log} 2>&1"
 
 
@@ -40,13 +40,13 @@ rule baseline:
         trials=STUDY.config["baseline"]["timing_trials"],
         timeout=STUDY.config["baseline"]["timeout_s"],
         precision=STUDY.config["precision"],
-        timed=TIMED,
-        ks=KS,
+        slots=SLOTS,
     resources:
         **TIMING_RESOURCE,
     conda:
         TIMING_ENV
     shell:
-        "{params.timed} {params.ks} baseline {input} --device {wildcards.device} --precision {params.precision} "
+        "$KERNELSWEEP_PYTHON -m kernelsweep.gpu_slots run {params.slots} -- "
+        "$KERNELSWEEP_PYTHON -m kernelsweep baseline {input} --device {wildcards.device} --precision {params.precision} "
         "--modes {params.modes} --timing-trials {params.trials} --timeout {params.timeout} "
         "--out {output} > {log} 2>&1"

@@ -11,12 +11,11 @@ rule study_manifest:
         res("logs/study_manifest.log"),
     params:
         manifest=study_manifest(),
-        py=PY,
     conda:
         CPU_ENV
     localrule: True
     shell:
-        "{params.py} -m kernelsweep.stages.manifest --manifest {params.manifest:q} --tasks {input} "
+        "$KERNELSWEEP_PYTHON -m kernelsweep.stages.manifest --manifest {params.manifest:q} --tasks {input} "
         "--out {output} > {log} 2>&1"
 
 
@@ -38,7 +37,6 @@ rule report:
     log:
         res("logs/report.log"),
     params:
-        ks=KS,
         results=lambda w, input: str(Path(input.study).parents[1]),
         out=lambda w, output: str(Path(output.document).parent),
     threads: 2
@@ -46,5 +44,5 @@ rule report:
         CPU_ENV
     localrule: True
     shell:
-        "{params.ks} report --results {params.results} --out {params.out} --study {input.study} "
+        "$KERNELSWEEP_PYTHON -m kernelsweep report --results {params.results} --out {params.out} --study {input.study} "
         "--jobs {threads} > {log} 2>&1"

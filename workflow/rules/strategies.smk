@@ -4,8 +4,8 @@
 # a prompt reads (profile, previous selection, analysis, brief, feedback).
 
 PROMPT_THEN_GENERATE = (
-    "{params.ks} prompt --spec {params.spec:q} --inputs {params.inputs:q} --out {params.prompt} > {log} 2>&1 && "
-    "{params.ks} generate --model {wildcards.model} --model-spec {params.model:q} "
+    "$KERNELSWEEP_PYTHON -m kernelsweep prompt --spec {params.spec:q} --inputs {params.inputs:q} --out {params.prompt} > {log} 2>&1 && "
+    "$KERNELSWEEP_PYTHON -m kernelsweep generate --model {wildcards.model} --model-spec {params.model:q} "
     "--prompt {params.prompt} --out-dir {params.out_dir} >> {log} 2>&1"
 )
 
@@ -35,7 +35,6 @@ for _n in sorted({m["n"] for m in METHODS.values()}):
             model=lambda w: as_json(MODELS[w.model]),
             prompt=lambda w, output: output.prompt,
             out_dir=lambda w, output: str(Path(output.prompt).parent),
-            ks=KS,
         conda:
             GEN_ENV
         shell:
@@ -67,7 +66,6 @@ for _role, _rule_name, _folder in (
             model=lambda w: as_json(MODELS[w.model]),
             prompt=lambda w, output: output.prompt,
             out_dir=lambda w, output: str(Path(output.response).parent),
-            ks=KS,
         conda:
             GEN_ENV
         shell:
@@ -85,12 +83,11 @@ rule select:
         previous=lambda w, input: f"--previous {input.previous}" if "previous" in input.keys() else "",
         goal=lambda w: method_of(w)["goal"],
         last=lambda w: "--last" if int(w.turn) == method_of(w)["turns"] - 1 else "",
-        ks=KS,
     conda:
         CPU_ENV
     localrule: True
     shell:
-        "{params.ks} select --turn {wildcards.turn} --evals {input.evals} {params.previous} "
+        "$KERNELSWEEP_PYTHON -m kernelsweep select --turn {wildcards.turn} --evals {input.evals} {params.previous} "
         "--goal {params.goal} {params.last} --out {output} > {log} 2>&1"
 
 
@@ -102,11 +99,10 @@ rule final:
     log:
         cell_log("final", "final.log"),
     params:
-        ks=KS,
         cell=lambda w: f"{w.model}/{w.method}/{w.task}/{w.sample}",
     conda:
         CPU_ENV
     localrule: True
     shell:
-        "{params.ks} final --cell {params.cell} --selection {input.selection} --responses {input.responses} "
+        "$KERNELSWEEP_PYTHON -m kernelsweep final --cell {params.cell} --selection {input.selection} --responses {input.responses} "
         "--evals {input.evals} --roles {input.roles} --out {output} > {log} 2>&1"

@@ -8,13 +8,12 @@ rule tasks:
     log:
         res("logs/tasks/{task}.log"),
     params:
-        ks=KS,
         selection=selection_flags(STUDY.config["tasks"]),
     conda:
         CPU_ENV
     localrule: True
     shell:
-        "{params.ks} tasks write {params.selection} --task {wildcards.task} --out {output} > {log} 2>&1"
+        "$KERNELSWEEP_PYTHON -m kernelsweep tasks write {params.selection} --task {wildcards.task} --out {output} > {log} 2>&1"
 
 
 rule reference_source:
@@ -26,10 +25,9 @@ rule reference_source:
     log:
         res("logs/reference_source/{task}.log"),
     params:
-        py=PY,
     conda:
         CPU_ENV
     localrule: True
     shell:
-        "{params.py} -c 'import json, sys; sys.stdout.write(json.load(open(sys.argv[1]))[\"code\"])' "
+        "$KERNELSWEEP_PYTHON -c 'import json, sys; sys.stdout.write(json.load(open(sys.argv[1]))[\"code\"])' "
         "{input} > {output} 2> {log}"
