@@ -130,8 +130,8 @@ def headline(cells: pd.DataFrame, spec: StudySpec, summaries: Summaries | None =
         "'correct custom kernel %' requires a custom kernel that was defined and launched, and the plain-PyTorch "
         "ones are counted in their own column. Cheats are never correct.",
         "fast_p: a correct custom kernel whose speedup interval lies entirely above p (so ties are not faster); "
-        "faster / tie / slower count the correct custom kernels by that interval. The geometric mean is over "
-        "correct custom kernels with a timing (n values).",
+        "faster / tie / slower count the correct custom kernels by that interval and the study's equivalence "
+        "margin. The geometric mean is over correct custom kernels with a timing (n values).",
         "Against eager PyTorch, speedups are the evaluator's own interleaved measurement.",
         COMPILE_NOTE.format(modes=", ".join(spec.compile_modes) or "none"),
     ])
