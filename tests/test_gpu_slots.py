@@ -39,17 +39,21 @@ with open(os.path.join(log_dir, name + ".json"), "w") as f:
 
 
 def wrapped(slots: Path, log_dir: Path, name: str, *, gpus: str | None, hold: float = 0.0,
-            expect: int = 0, env: dict | None = None, timeout: float = 60) -> subprocess.Popen:
+            expect: int = 0, env: dict | None = None, timeout: float = 60,
+            devices: str | None = None) -> subprocess.Popen:
     cmd = list(WRAPPER) + ["--slots-dir", str(slots), "--timeout", str(timeout)]
     if gpus is not None:
         cmd += ["--gpus", gpus]
+    if devices is not None:
+        cmd += ["--devices", devices]
     cmd += ["--", sys.executable, "-c", CHILD, str(log_dir), name, str(hold), str(expect)]
     return subprocess.Popen(cmd, env=env or clean_env(), stderr=subprocess.PIPE, text=True)
 
 
 def clean_env(**extra: str) -> dict:
     env = {k: v for k, v in os.environ.items()
-           if k not in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", gpu_slots.ENV_GPUS, gpu_slots.ENV_SLOTS_DIR)}
+           if k not in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", gpu_slots.ENV_GPUS, gpu_slots.ENV_SLOTS_DIR,
+                        gpu_slots.ENV_DEVICES)}
     env.update(extra)
     return env
 
@@ -128,6 +132,39 @@ def test_preset_visible_devices_map_slot_i_to_the_ith_entry(tmp_path):
     finish(procs)
     assert sorted(r["cvd"] for r in records(logs)) == ["3", "5"]
     assert sorted(p.name for p in (tmp_path / "slots").iterdir()) == ["gpu3.lock", "gpu5.lock"]
+
+
+def test_listed_devices_are_the_only_slots(tmp_path):
+    # GPU 0 is left to a generator: six timings on "1,2" use 1 and 2 only, two at once, never sharing.
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    procs = [wrapped(tmp_path / "slots", logs, f"job{i}", gpus=None, devices="1,2", hold=0.1, expect=2)
+             for i in range(6)]
+    finish(procs)
+    recs = records(logs)
+    assert len(recs) == 6 and {r["cvd"] for r in recs} == {"1", "2"}
+    assert_no_overlap_per_device(recs)
+    assert sorted(p.name for p in (tmp_path / "slots").iterdir()) == ["gpu1.lock", "gpu2.lock"]
+
+
+def test_listed_devices_must_be_visible(tmp_path):
+    proc = subprocess.run(WRAPPER + ["--slots-dir", str(tmp_path), "--devices", "0,2", "--", "true"],
+                          env=clean_env(CUDA_VISIBLE_DEVICES="1,2"), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "GPU 0 is not in CUDA_VISIBLE_DEVICES='1,2'" in proc.stderr
+
+
+def test_device_list_sources(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv(gpu_slots.ENV_GPUS, "4")
+    monkeypatch.setenv(gpu_slots.ENV_DEVICES, "3")
+    assert gpu_slots.slot_devices() == ["3"]  # the list wins over a count
+    assert gpu_slots.slot_devices(devices="1, 2") == ["1", "2"]  # the option wins over the environment
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-aaaa,GPU-bbbb")
+    assert gpu_slots.slot_devices(devices="GPU-bbbb") == ["GPU-bbbb"]
+    for bad, message in (("1,1", "more than once"), (",", "comma-separated list"), ("cpu", "GPUs only")):
+        with pytest.raises(gpu_slots.SlotError, match=message):
+            gpu_slots.slot_devices(devices=bad)
 
 
 def test_more_slots_than_visible_devices_is_a_clear_error(tmp_path):

@@ -8,6 +8,10 @@ with CUDA_VISIBLE_DEVICES and releases it when the job ends. Two timing jobs
 never share a device; on the `cpu` device there is a single `cpu` slot, so CPU
 timings never run side by side either.
 
+`--devices 1,2` (or $KERNELSWEEP_TIMING_DEVICES) restricts the slots to those
+GPUs, so others stay free for what must not disturb a timing: a model
+generating on GPU 0 while candidates are timed on GPUs 1 and 2.
+
 A lock belongs to the open file, which the child inherits: the slot stays taken
 while the wrapper *or* the command (or anything it left running) is alive, and
 the kernel frees it when the last of them exits, even after SIGKILL.
@@ -30,6 +34,7 @@ from pathlib import Path
 
 ENV_SLOTS_DIR = "KERNELSWEEP_GPU_SLOTS_DIR"
 ENV_GPUS = "KERNELSWEEP_GPUS"  # slot count override: an integer, "cpu" or "auto"
+ENV_DEVICES = "KERNELSWEEP_TIMING_DEVICES"  # the GPUs timings may use: "1,2" (ids or UUIDs)
 ENV_SLOT = "KERNELSWEEP_GPU_SLOT"  # set for the child: the device it was given
 CPU_DEVICE = "cpu"
 DEFAULT_TIMEOUT_S = 6 * 3600.0
@@ -97,6 +102,19 @@ def _parse_gpus(value: str | int, origin: str) -> int | str | None:
     return CPU_DEVICE if count == 0 else count
 
 
+def parse_device_list(value: str, origin: str) -> list[str]:
+    """'1,2' -> ['1', '2']: GPU indices or UUIDs, as CUDA_VISIBLE_DEVICES names them."""
+    devices = [entry.strip() for entry in str(value).split(",") if entry.strip()]
+    if not devices:
+        raise SlotError(f"{origin}: expected a comma-separated list of GPUs (e.g. '1,2'), got {value!r}")
+    repeated = sorted({d for d in devices if devices.count(d) > 1})
+    if repeated:
+        raise SlotError(f"{origin}: GPU {', '.join(repeated)} listed more than once")
+    if CPU_DEVICE in devices:
+        raise SlotError(f"{origin}: list GPUs only; for CPU timing use --gpus cpu")
+    return devices
+
+
 def visible_devices_list() -> list[str] | None:
     """The entries of CUDA_VISIBLE_DEVICES, or None when it is unset."""
     value = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -124,15 +142,27 @@ def detect_gpu_count() -> int:
         return 0
 
 
-def slot_devices(gpus: str | int | None = None) -> list[str]:
+def slot_devices(gpus: str | int | None = None, devices: str | None = None) -> list[str]:
     """The device behind each slot, in slot order.
 
-    `gpus` (else $KERNELSWEEP_GPUS) gives the count, "cpu"/0 for one CPU slot,
+    `devices` (else $KERNELSWEEP_TIMING_DEVICES) lists the GPUs outright; each
+    must be visible (an entry of CUDA_VISIBLE_DEVICES when that is set).
+    Otherwise `gpus` (else $KERNELSWEEP_GPUS) gives the count, "cpu"/0 for one CPU slot,
     or "auto"/None to detect.
     When CUDA_VISIBLE_DEVICES is already set (SLURM does), slot i is its i-th
     entry; otherwise slot i is GPU i. With no count given and no GPU found, the
     single CPU slot is used, so timings are still serialised.
     """
+    listed = devices if devices is not None else os.environ.get(ENV_DEVICES, "").strip() or None
+    if listed is not None:
+        origin = "--devices" if devices is not None else ENV_DEVICES
+        chosen = parse_device_list(listed, origin)
+        visible = visible_devices_list()
+        hidden = [d for d in chosen if visible is not None and d not in visible]
+        if hidden:
+            raise SlotError(f"{origin}: GPU {', '.join(hidden)} is not in CUDA_VISIBLE_DEVICES="
+                            f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}; list only visible GPUs")
+        return chosen
     requested: int | str | None = None
     if gpus is not None:
         requested = _parse_gpus(gpus, "--gpus")
@@ -277,15 +307,16 @@ def run_with_slot(
     slots_dir: str | os.PathLike | None = None,
     results: str | os.PathLike = "results",
     gpus: str | int | None = None,
+    devices: str | None = None,
     timeout: float | None = DEFAULT_TIMEOUT_S,
 ) -> int:
     """Claim a slot, run `command` on it, return its exit code (128+N when a
     signal N ended it, as a shell would). SIGTERM/SIGINT go on to the command."""
     if not command:
         raise SlotError("no command given; usage: python -m kernelsweep.gpu_slots run [options] -- CMD ARGS...")
-    devices = slot_devices(gpus)
-    directory = resolve_slots_dir(slots_dir, results, cpu=devices == [CPU_DEVICE])
-    with claim_slot(directory, devices, timeout, label=f"cmd={' '.join(command)[:200]}") as claim:
+    slots = slot_devices(gpus, devices)
+    directory = resolve_slots_dir(slots_dir, results, cpu=slots == [CPU_DEVICE])
+    with claim_slot(directory, slots, timeout, label=f"cmd={' '.join(command)[:200]}") as claim:
         child: subprocess.Popen | None = None
         pending: list[int] = []  # signals that arrived before the child existed
 
@@ -324,6 +355,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "else the CUDA_VISIBLE_DEVICES entries, else the GPUs found)",
     )
     run.add_argument(
+        "--devices",
+        help=f"the GPUs timings may use, e.g. '1,2' (default: ${ENV_DEVICES}, else as --gpus says); "
+        "keeps the others free, e.g. for a model generating on GPU 0",
+    )
+    run.add_argument(
         "--timeout", type=float, default=DEFAULT_TIMEOUT_S,
         help=f"seconds to wait for a free slot (default {DEFAULT_TIMEOUT_S:g}; <0: forever)",
     )
@@ -340,6 +376,7 @@ def main(args: argparse.Namespace) -> int:
             slots_dir=args.slots_dir,
             results=args.results,
             gpus=args.gpus,
+            devices=args.devices,
             timeout=None if args.timeout < 0 else args.timeout,
         )
     except SlotError as exc:

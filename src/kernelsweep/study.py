@@ -89,8 +89,11 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
     config = copy.deepcopy(dict(config))
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
-    if errors:
-        lines = [_describe(e) for e in errors]
+    lines = [_describe(e) for e in errors]
+    if config.get("timing_devices") and config.get("device") != "cuda":
+        lines.append("config key 'timing_devices': lists GPUs for timing, but device is "
+                     f"{config.get('device')!r}; remove it or set device: cuda")
+    if lines:
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(dict.fromkeys(lines)))
     _apply_defaults(config, schema, schema)
     config["methods"] = {name: resolve_method(name, spec) for name, spec in config["methods"].items()}

@@ -38,6 +38,9 @@ def test_both_shipped_configs_validate():
         (lambda c: c["tasks"].update(ids="one-to-ten"), ["config key 'tasks.ids'"]),
         (lambda c: c.update(precision="fp64"), ["config key 'precision'", "'fp32', 'fp16', 'bf16'"]),
         (lambda c: c["evaluation"].update(equivalence_margin=1.5), ["config key 'evaluation.equivalence_margin'"]),
+        (lambda c: c.update(timing_devices=[1]), ["config key 'timing_devices'", "device is 'cpu'"]),
+        (lambda c: c.update(device="cuda", timing_devices=["0; rm"]), ["config key 'timing_devices"]),
+        (lambda c: c.update(device="cuda", timing_devices=[1, 1]), ["config key 'timing_devices'", "non-unique"]),
     ],
 )
 def test_invalid_keys_are_named(mutate, expected):

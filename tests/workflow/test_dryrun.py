@@ -52,6 +52,21 @@ def test_paper_dry_run_plans_full_study_without_network(tmp_path):
     assert counts["evaluate"] == 30 * (1 + 1 + 3 + 4 * 12 + 4 + 3 * 11)
 
 
+def test_timing_devices_reach_every_timed_job(tmp_path):
+    import yaml
+
+    config = yaml.safe_load((REPO_ROOT / "config/config.yaml").read_text())
+    config.update(device="cuda", timing_devices=[1, 2], results=f"{tmp_path}/results")
+    path = tmp_path / "cuda.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = run(["-n", "-p", "--configfile", str(path)])
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    timed = [line for line in proc.stdout.splitlines() if "kernelsweep.gpu_slots run" in line]
+    counts = job_counts(proc.stdout)
+    assert len(timed) == counts["evaluate"] + counts["profile"] + counts["baseline"]
+    assert all("--gpus auto --devices 1,2 --" in line for line in timed)
+
+
 def test_invalid_config_stops_before_any_job(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("device: gpu\ntasks: {source: demo, levels: [0]}\nmodels: {m: {backend: replay, path: x}}\n"

@@ -51,6 +51,8 @@ GEN_ENV = (
 # Locks live under {results} locally and on node-local /tmp inside SLURM jobs.
 # Arguments of `kernelsweep.gpu_slots run` (the timed rules' wrapper).
 SLOTS = f"--results {shlex.quote(str(RES))} --gpus {'auto' if DEVICE == 'cuda' else 'cpu'}"
+if STUDY.config["timing_devices"]:
+    SLOTS += " --devices " + ",".join(map(str, STUDY.config["timing_devices"]))
 TIMING_RESOURCE = {"gpu": 1} if DEVICE == "cuda" else {"cpu_timer": 1}
 PREPARED_MARKER = ".kernelsweep-prepared"
 
