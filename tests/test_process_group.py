@@ -66,3 +66,29 @@ def test_exit_descriptions():
     assert describe_exit(3) == "exited with code 3"
     assert describe_exit(-signal.SIGSEGV) == "was killed by SIGSEGV"
     assert "out of memory" in describe_exit(-signal.SIGKILL)
+
+
+def test_orphans_that_left_the_group_are_adopted_and_killed(tmp_path):
+    from kernelsweep.process_group import adopt_orphans, child_pids, kill_adopted
+
+    assert adopt_orphans()
+    spared = set(child_pids())
+    pid_file = tmp_path / "pid"
+    # A child that double-forks a sleeper into a new session, then exits: a group kill
+    # would miss the sleeper, which is now ours (the subreaper's).
+    code = ("import os, subprocess, sys\n"
+            "p = subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
+            "open(sys.argv[1], 'w').write(str(p.pid))\n")
+    done = run_in_group([sys.executable, "-c", code, str(pid_file)], timeout_s=60)
+    assert done.returncode == 0
+    sleeper = int(pid_file.read_text())
+    assert sleeper in child_pids()
+    # A child of ours in our own session (a quick tool call) is never touched.
+    neighbour = subprocess.Popen(["sleep", "60"])
+    try:
+        assert kill_adopted(spared) == [sleeper]
+        assert sleeper not in child_pids() and not _alive(sleeper)
+        assert neighbour.poll() is None
+    finally:
+        neighbour.kill()
+        neighbour.wait()

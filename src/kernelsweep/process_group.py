@@ -6,6 +6,7 @@ code or a CUDA call."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -15,6 +16,9 @@ from pathlib import Path
 from typing import IO
 
 TAIL_CHARS = 4000
+
+
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 
 
 def kill_group(pid: int, sig: int = signal.SIGKILL) -> bool:
@@ -36,6 +40,66 @@ def stop_group(proc: subprocess.Popen, grace_s: float) -> None:
         pass
     kill_group(proc.pid)
     proc.wait()
+
+
+def adopt_orphans() -> bool:
+    """Make this process the parent of its orphaned descendants (Linux): a child
+    that double-forks into a new session or group escapes a group kill, but then
+    becomes our child, where kill_adopted finds it. False where unsupported."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def child_pids() -> dict[int, tuple[int, int]]:
+    """This process's children: pid -> (process group, session), from /proc."""
+    me, found = os.getpid(), {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(fields[1]) == me:  # fields: state ppid pgrp session ...
+            found[int(entry)] = (int(fields[2]), int(fields[3]))
+    return found
+
+
+def kill_adopted(spared: set[int] | frozenset[int] = frozenset()) -> list[int]:
+    """SIGKILL, with their groups, the children of this process that run in
+    another session than ours and are not `spared`: descendants of finished
+    children that left their group and were adopted (adopt_orphans). Children
+    we start in our own session (a quick `nvidia-smi`) are never touched.
+    Repeats while killing one makes its own children ours. The pids killed."""
+    own_group, own_session = os.getpgid(0), os.getsid(0)
+    killed: list[int] = []
+    for _ in range(20):
+        strays = {pid: ids for pid, ids in child_pids().items()
+                  if pid not in spared and ids[1] != own_session}
+        if not strays:
+            break
+        for pid, (group, _session) in strays.items():
+            if group != own_group:
+                kill_group(group)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for pid in strays:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        killed += strays
+    return killed
 
 
 @dataclass

@@ -51,6 +51,34 @@ def test_hang_kills_the_whole_group_then_a_healthy_evaluation(run_eval, cpu_libr
     assert run_eval("slow_add", "cpp_add")["category"] == "correct_faster"
 
 
+@pytest.mark.parametrize("escape", ["start_new_session=True", "process_group=0"])
+def test_a_process_that_leaves_the_group_is_killed_too(run_eval, tmp_path, escape):
+    # A new session or group puts the sleeper outside the worker's process group, where a
+    # group kill cannot reach it; left alive, it would keep the device busy under the
+    # next candidate's timing. The harness adopts such orphans and kills them.
+    marker = f"{900 + random.random():.9f}"
+    candidate = tmp_path / "escapes_the_group.py"
+    candidate.write_text(textwrap.dedent(f"""
+        import os
+        import subprocess
+        import torch.nn as nn
+
+        class ModelNew(nn.Module):
+            def forward(self, a, b):
+                # double fork: the sleeper's parent exits, so it is nobody's child
+                if os.fork() == 0:
+                    subprocess.Popen(["sleep", "{marker}"], {escape})
+                    os._exit(0)
+                os.wait()
+                return a + b
+    """))
+    r = run_eval("add", candidate)
+    assert r["category"] == "no_custom_kernel" and "stray_processes" in r["flags"]
+    assert _processes_with(marker) == []
+    r = run_eval("add", "pytorch_only")  # the next candidate runs as usual and is not blamed
+    assert r["category"] == "no_custom_kernel" and "stray_processes" not in r["flags"]
+
+
 def test_crash_then_a_healthy_evaluation(run_eval, cpu_library):
     assert run_eval("add", "cpp_segv")["category"] == "crash"
     assert run_eval("slow_add", "cpp_add")["category"] == "correct_faster"

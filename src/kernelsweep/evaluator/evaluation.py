@@ -174,6 +174,12 @@ class Evaluation:
             self.record["compiled"] = False
         if outcome.violations:
             self.flags.append("report_tampered")
+        self._note_strays(outcome)
+
+    def _note_strays(self, outcome: sandbox.Outcome) -> None:
+        """Informational: the candidate left processes outside its group (they were killed)."""
+        if outcome.strays_killed and "stray_processes" not in self.flags:
+            self.flags.append("stray_processes")
 
     def _failure(self, failure: classify.Failure, log: str, before_candidate: frozenset[str]) -> dict[str, Any]:
         """A worker's failure as the candidate's result, unless the worker
@@ -342,6 +348,7 @@ class Evaluation:
         self.stage_s["timing"] = outcome.wall_s
         if outcome.violations:
             self.flags.append("report_tampered")
+        self._note_strays(outcome)
         failure = classify.classify_outcome(outcome)
         if failure is not None:
             return self._failure(failure, outcome.log, frozenset({"start", "device", "reference"}))

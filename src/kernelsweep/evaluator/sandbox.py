@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelsweep.evaluator import settings
+from kernelsweep import process_group
 from kernelsweep.process_group import kill_group
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # .../src
@@ -107,10 +108,24 @@ class Outcome:
     build_s: float
     interrupted_build: str | None  # build directory of a build cut short
     phases: list[str] = field(default_factory=list)
+    strays_killed: int = 0        # processes it left outside its group, killed after it
 
     @property
     def last_phase(self) -> str | None:
         return self.phases[-1] if self.phases else None
+
+
+# Workers started and not yet waited for, and the children this process had
+# before it adopted orphans: kill_adopted spares both.
+_LIVE: set[int] = set()
+_SPARED: set[int] | None = None
+
+
+def _adopt_orphans() -> None:
+    global _SPARED
+    if _SPARED is None:
+        _SPARED = set(process_group.child_pids())
+        process_group.adopt_orphans()
 
 
 class Worker:
@@ -157,6 +172,7 @@ class Worker:
             pass_fds.append(control_r)
         config = dict(self.config, nonce=self._nonce, report_fd=report_w, control_fd=control_r)
         self._t0 = time.monotonic()
+        _adopt_orphans()
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", self.module],
@@ -168,6 +184,7 @@ class Worker:
             os.close(report_w)
             if control_r is not None:
                 os.close(control_r)
+        _LIVE.add(self._proc.pid)
         self._log = CappedLog(self.log_path)
         self._spawn(self._drain, out_r)
         self._spawn(self._read_reports, report_r)
@@ -300,6 +317,9 @@ class Worker:
         # Whatever the child left behind in its group goes too (grandchildren
         # holding our pipes open would otherwise keep the readers waiting).
         kill_group(self._proc.pid)
+        _LIVE.discard(self._proc.pid)
+        # ...and whatever left the group first (setsid, setpgid): adopted, so killed here.
+        strays = process_group.kill_adopted(spared=_LIVE | (_SPARED or set()))
         for t in self._threads:
             t.join(timeout=5.0)
         if self._control_w is not None:
@@ -332,6 +352,7 @@ class Worker:
                 build_s=build_s,
                 interrupted_build=interrupted,
                 phases=list(self._phases),
+                strays_killed=len(strays),
             )
 
 
