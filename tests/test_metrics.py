@@ -40,3 +40,14 @@ def test_compare_timings_applies_the_margin():
 def test_bad_margins_are_refused(bad):
     with pytest.raises(ValueError, match="equivalence margin"):
         metrics.timing_verdict((1.0, 1.1), bad)
+
+
+def test_anchored_comparison_goes_through_the_shared_reference():
+    # evaluator: reference 2.0 ms, candidate 1.0 ms; baseline stage (10% slower clock): eager 2.2, compiled 1.65
+    ref, cand, eager, compiled = [2.0] * 10, [1.0] * 10, [2.2] * 10, [1.65] * 10
+    r = metrics.anchored_comparison(ref, cand, eager, compiled, margin=0.01)
+    assert r["speedup"] == pytest.approx(2.0 / (2.2 / 1.65)) == pytest.approx(1.5)
+    assert r["speedup_ci"] == pytest.approx([1.5, 1.5]) and r["verdict"] == "faster"
+    # no drift: the same number as comparing absolute times
+    assert metrics.anchored_comparison(ref, cand, ref, compiled)["speedup"] == pytest.approx(1.65)
+    assert metrics.anchored_comparison(ref, cand, eager, [1.0])["speedup_ci"] is None  # one sample: no interval

@@ -80,6 +80,29 @@ def check_margin(margin: float) -> float:
     return margin
 
 
+def anchored_interval(reference_ms: Sequence[float], candidate_ms: Sequence[float],
+                      anchor_ms: Sequence[float], other_ms: Sequence[float],
+                      resamples: int = BOOTSTRAP_RESAMPLES, confidence: float = CONFIDENCE
+                      ) -> tuple[float, float] | None:
+    """Bootstrap interval of [median(ref)/median(cand)] / [median(anchor)/median(other)]:
+    the candidate against a baseline timed in another process, through the reference
+    timed in both (see anchored_comparison)."""
+    sides = [np.asarray(x, dtype=float) for x in (reference_ms, candidate_ms, anchor_ms, other_ms)]
+    if any(a.size < 2 for a in sides):
+        return None
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    ref, cand, anchor, other = (np.median(rng.choice(a, size=(resamples, a.size), replace=True), axis=1)
+                                for a in sides)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = (ref / cand) / (anchor / other)
+    ratios = ratios[np.isfinite(ratios)]
+    if ratios.size == 0:
+        return None
+    alpha = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(ratios, [alpha, 1.0 - alpha])
+    return float(lo), float(hi)
+
+
 def timing_verdict(interval: tuple[float, float] | None, margin: float = EQUIVALENCE_MARGIN) -> str | None:
     """'faster', 'slower' or 'tie' from the speedup interval; never from rounding."""
     if interval is None:
@@ -100,6 +123,26 @@ def compare_timings(reference_ms: Sequence[float], candidate_ms: Sequence[float]
     verdict = timing_verdict(interval, margin)
     return {
         "speedup": speedup(reference_ms, candidate_ms),
+        "speedup_ci": list(interval) if interval else None,
+        "verdict": verdict,
+        "faster": None if verdict is None else verdict == "faster",
+    }
+
+
+def anchored_comparison(reference_ms: Sequence[float], candidate_ms: Sequence[float],
+                        anchor_ms: Sequence[float], other_ms: Sequence[float],
+                        margin: float = EQUIVALENCE_MARGIN) -> dict[str, Any]:
+    """The candidate against `other` (e.g. a torch.compile mode) when the two were
+    timed in different processes. Absolute times drift between processes (on an
+    H200, by up to 4% for one candidate timed in two jobs), but each process's ratio
+    to the reference it timed beside it does not: so speedup = (ref / cand, from
+    the evaluator) / (anchor / other, from the baseline stage, anchor = the
+    reference there). Same record as compare_timings."""
+    ref_cand, anchor_other = speedup(reference_ms, candidate_ms), speedup(anchor_ms, other_ms)
+    interval = anchored_interval(reference_ms, candidate_ms, anchor_ms, other_ms)
+    verdict = timing_verdict(interval, margin)
+    return {
+        "speedup": ref_cand / anchor_other if ref_cand is not None and anchor_other else None,
         "speedup_ci": list(interval) if interval else None,
         "verdict": verdict,
         "faster": None if verdict is None else verdict == "faster",

@@ -196,10 +196,10 @@ def write_small_study(root: Path) -> dict[str, Any]:
     w.candidate(MODEL, "agentic", "L1-002", 0, 1, 0, "stopped")
     w.final(MODEL, "agentic", "L1-002", 1, 0, best=(0, 0), result=tie, turns_run=1, candidates_evaluated=2,
             llm_calls=2, tokens=(200, 100))
-    single("agentic", "L2-001", 2, "correct_slower", constant(1.0), constant(2.0))
+    single("agentic", "L2-001", 2, "correct_slower", constant(3.0), constant(6.0))
 
-    # agentic_no_rag: a 4x kernel, a cell whose model call failed, a wrong output.
-    single("agentic_no_rag", "L1-001", 1, "correct_faster", constant(1.0), constant(0.25))
+    # agentic_no_rag: an 8x kernel, a cell whose model call failed, a wrong output.
+    single("agentic_no_rag", "L1-001", 1, "correct_faster", constant(2.0), constant(0.25))
     w.candidate(MODEL, "agentic_no_rag", "L1-002", 0, 0, 0, "generation_failed")
     w.final(MODEL, "agentic_no_rag", "L1-002", 1, 0, status="no_candidate", llm_calls=1)
     single("agentic_no_rag", "L2-001", 2, "wrong_output")

@@ -5,7 +5,7 @@ import json
 
 import pandas as pd
 import pytest
-from synthetic import ResultsWriter, constant
+from synthetic import ResultsWriter, constant, wobbly
 
 from kernelsweep.report.baselines import Baseline, Comparator
 from kernelsweep.report.collect import collect
@@ -45,7 +45,7 @@ def test_final_results_and_their_speedups(small_study):
     # L2-001: max-autotune (0.8 ms) is the fastest mode; the 2.0 ms kernel is 0.4x of it
     slow = cell(cells, "agentic", "L2-001")
     assert slow["best_compile_mode"] == "inductor-max-autotune"
-    assert slow["speedup_compile"] == pytest.approx(0.4) and slow["verdict_compile"] == "slower"
+    assert slow["speedup_compile"] == pytest.approx(0.8 / 6.0) and slow["verdict_compile"] == "slower"
     assert slow["speedup_eager"] == pytest.approx(0.5) and slow["category"] == "correct_slower"
     # L1-002 has no baseline file: nothing to compare against torch.compile
     tie = cell(cells, "agentic", "L1-002")
@@ -171,15 +171,45 @@ def test_evaluation_under_another_equivalence_margin_is_flagged(small_study):
     assert [p.path for p in problems if "equivalence margin 0.0" in p.message] == [str(path)]
 
 
+def _compile_row(margin, ref, cand, eager, compiled):
+    comparator = Comparator(("inductor-default",), margin)
+    row = {}
+    comparator.fill(row, {"correct": True, "category": "correct_tie", "runtime_ms": {"samples": cand},
+                          "ref_runtime_ms": {"samples": ref}},
+                    Baseline("L1-001", samples={"eager": eager, "inductor-default": compiled}))
+    comparator.resolve()
+    return row
+
+
 def test_torch_compile_verdicts_use_the_study_margin():
-    ref, cand = constant(1.0), constant(1 / 1.005)  # 0.5% faster than the compiled reference
+    # compiled: 2x eager; the candidate 2.01x eager: 0.5% faster than torch.compile
     for margin, expected in ((0.0, "faster"), (0.01, "tie")):
-        comparator = Comparator(("inductor-default",), margin)
-        row = {}
-        comparator.fill(row, {"correct": True, "category": "correct_tie", "runtime_ms": {"samples": cand}},
-                        Baseline("L1-001", samples={"inductor-default": ref}))
-        comparator.resolve()
+        row = _compile_row(margin, constant(2.0), constant(2.0 / 2.01), constant(2.0), constant(1.0))
         assert row["verdict_inductor_default"] == expected and row["verdict_compile"] == expected
+
+
+def test_torch_compile_speedups_cancel_drift_between_processes():
+    # The baseline job ran on a slower clock: every absolute time there is 10% longer.
+    # Against torch.compile the kernel is 1.2x (eager / compile = 2 in both processes).
+    row = _compile_row(0.01, constant(2.0), wobbly(2.0 / 2.4), constant(2.2), constant(1.1))
+    assert row["speedup_compile"] == pytest.approx(1.2, rel=0.01) and row["verdict_compile"] == "faster"
+    lo, hi = row["speedup_compile_lo"], row["speedup_compile_hi"]
+    assert lo < 1.2 < hi and hi - lo > 0.1  # the candidate's ±10% spread carries into the interval
+    # ...where comparing absolute times would have said 1.32x.
+    assert 1.1 / (2.0 / 2.4) == pytest.approx(1.32)
+
+
+def test_without_an_eager_baseline_there_is_no_compile_comparison(small_study):
+    results, _, spec = small_study
+    path = results / "baseline" / spec.device / "L1-001.json"
+    record = json.loads(path.read_text())
+    record["modes"]["eager"] = {"status": "failed", "runtime_ms": None, "error": "Timeout"}
+    path.write_text(json.dumps(record))
+    c = collect(results, spec)
+    assert cell(c.cells, "agentic", "L1-001")["speedup_compile"] is None or \
+        pd.isna(cell(c.cells, "agentic", "L1-001")["speedup_compile"])
+    assert any(p.path == str(path) and "no usable eager timing (failed: Timeout)" in p.message
+               and p.effect == "excluded" for p in c.problems)
 
 
 def test_parallel_comparisons_give_the_same_tables(small_study, monkeypatch):
@@ -204,6 +234,6 @@ def test_skipped_and_failed_baseline_modes_say_why(small_study):
     baseline = c.baselines["L2-001"]
     assert baseline.unusable == {"inductor-reduce-overhead": "skipped: CUDA graphs only",
                                  "inductor-max-autotune": "failed: Timeout"}
-    # the fastest remaining mode is inductor-default (1.0 ms): the 2.0 ms kernel is 0.5x of it
+    # the fastest remaining mode is inductor-default (1.0 ms): the 6.0 ms kernel is 1/6 of it
     row = cell(c.cells, "agentic", "L2-001")
-    assert row["best_compile_mode"] == "inductor-default" and row["speedup_compile"] == pytest.approx(0.5)
+    assert row["best_compile_mode"] == "inductor-default" and row["speedup_compile"] == pytest.approx(1 / 6)

@@ -52,7 +52,7 @@ def test_report_document_lists_missing_and_failed_cells_and_the_environment(smal
     assert "- `m1/agentic_no_rag/L1-002/s0`: no_candidate" in text
     assert "| Synthetic Device 1 | 555.42 | 2.13.0 | 13.0 | 3.11.9 |" in text.replace("   ", " ").replace("  ", " ")
     assert "inductor-max-autotune: failed: autotune failed" in text
-    assert "separate process" in text
+    assert "cancels the drift of absolute times between processes" in text
     assert "```yaml\ndevice: cpu" in text
     for table in TABLES:
         assert (out / "tables" / f"{table}.md").read_text().splitlines()[0].startswith("# ")

@@ -1,11 +1,13 @@
 """Timing comparisons of a candidate against the baselines.
 
 Against eager PyTorch the report uses the evaluator's own measurement (reference
-and candidate interleaved in one process). Against torch.compile it compares
-the candidate's timing samples with the baseline stage's samples for each mode
-(measured in a separate process, on the same kind of device) through
-kernelsweep.metrics.compare_timings; "compile" is the fastest usable mode of
-the task, so beating it means beating every torch.compile mode measured."""
+and candidate interleaved in one process). Against torch.compile the baseline
+stage timed each mode in another process, so absolute times are not comparable;
+kernelsweep.metrics.anchored_comparison goes through the reference, timed in
+both: (ref / candidate in the evaluator) / (eager / mode in the baseline stage).
+A task whose eager baseline is unusable therefore has no compile comparison.
+"compile" is the fastest usable mode of the task, so beating it means beating
+every torch.compile mode measured."""
 
 from __future__ import annotations
 
@@ -32,9 +34,14 @@ class Baseline:
     device_name: str | None = None
     precision: str | None = None
 
+    @property
+    def anchor(self) -> list[float] | None:
+        """The eager samples: the compile comparisons are anchored on them."""
+        return self.samples.get("eager")
+
     def best_compile_mode(self, compile_modes: tuple[str, ...]) -> str | None:
         usable = [m for m in compile_modes if m in self.samples]
-        if not usable:
+        if not usable or self.anchor is None:
             return None
         return min(usable, key=lambda m: metrics.summarize(self.samples[m])["median"])
 
@@ -84,8 +91,8 @@ def timing_column_names(compile_modes: tuple[str, ...]) -> list[str]:
     return list(_blank("eager")) + compile_column_names(compile_modes)
 
 
-def _compare(job: tuple[list[float], list[float], float]) -> dict[str, Any]:
-    return metrics.compare_timings(*job)
+def _compare(job: tuple[list[float], list[float], list[float], list[float], float]) -> dict[str, Any]:
+    return metrics.anchored_comparison(*job)
 
 
 class Comparator:
@@ -100,7 +107,7 @@ class Comparator:
         self.compile_modes = compile_modes
         self.margin = margin
         self._pending: dict[tuple, list[tuple[dict[str, Any], str]]] = {}
-        self._pairs: dict[tuple, tuple[list[float], list[float]]] = {}
+        self._pairs: dict[tuple, tuple[list[float], ...]] = {}  # ref, cand, eager, mode samples
 
     def fill(self, row: dict[str, Any], result: Mapping[str, Any] | None, baseline: Baseline | None) -> None:
         result = result or {}
@@ -114,14 +121,15 @@ class Comparator:
         # Only a numerically correct candidate's time means anything (a cheat's is not a speedup).
         timed = result.get("correct") is True and result.get("category") in verdict.NUMERICALLY_CORRECT
         samples = tuple((result.get("runtime_ms") or {}).get("samples") or ()) if timed else ()
-        if baseline is None or len(samples) < 2:
+        reference = tuple((result.get("ref_runtime_ms") or {}).get("samples") or ()) if timed else ()
+        if baseline is None or baseline.anchor is None or len(samples) < 2 or len(reference) < 2:
             return
         wanted = [(mode, column_prefix(mode)) for mode in self.compile_modes if mode in baseline.samples]
         if best is not None:
             wanted.append((best, BEST_COMPILE))
         for mode, prefix in wanted:
-            key = (baseline.task, mode, samples)
-            self._pairs.setdefault(key, (baseline.samples[mode], list(samples)))
+            key = (baseline.task, mode, samples, reference)
+            self._pairs.setdefault(key, (list(reference), list(samples), baseline.anchor, baseline.samples[mode]))
             self._pending.setdefault(key, []).append((row, prefix))
 
     def resolve(self, jobs: int = 1) -> None:

@@ -180,6 +180,10 @@ class _Collector:
                                              f"study's {self.spec.precision}; torch.compile comparisons left out",
                                              "excluded"))
                 continue
+            if baseline.anchor is None and any(m in baseline.samples for m in self.spec.compile_modes):
+                self.problems.append(Problem(str(path), "no usable eager timing "
+                                             f"({baseline.unusable.get('eager', 'not measured')}): the task's "
+                                             "torch.compile comparisons, anchored on it, are left out", "excluded"))
             found[task.id] = baseline
         return found
 

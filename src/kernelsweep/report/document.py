@@ -70,8 +70,10 @@ DEFINITIONS = """## How to read the numbers
   m = {margin:g} is the study's equivalence margin (`evaluation.equivalence_margin`: reruns move a speedup by more
   than its interval); otherwise it is a *tie*. *fast_p*: a correct custom kernel whose interval lies above p.
 - Against eager PyTorch the speedup is the evaluator's own measurement (reference and candidate interleaved in one
-  process). Against torch.compile the candidate's samples are compared with the baseline stage's samples of the
-  fastest compile mode of each task; the two were measured in separate processes (see the drift check below).
+  process). Against torch.compile (the fastest compile mode of each task, timed by the baseline stage in other
+  processes) it is (eager / candidate, in the evaluator) / (eager / compile mode, in the baseline stage): going
+  through eager PyTorch, timed in both, cancels the drift of absolute times between processes (see the drift
+  check below), with a bootstrap interval over all four sets of samples.
 - Intervals on rates and geometric means are 95% percentile bootstraps over tasks.
 """
 
@@ -139,8 +141,10 @@ def _drift_section(c: Collection) -> list[str]:
     """Eager PyTorch timed twice, in the evaluator and in the baseline stage: their
     ratio shows how far the separate-process compile comparisons can drift."""
     lines = ["## Cross-process drift check", "",
-             "The reference (eager PyTorch) is timed by the evaluator and again by the baseline stage. A ratio far "
-             "from 1 means the torch.compile comparisons of that task are less reliable.", ""]
+             "The reference (eager PyTorch) is timed by the evaluator and again by the baseline stage. The ratio is "
+             "how far absolute times drifted between those processes; the torch.compile comparisons go through "
+             "eager PyTorch to cancel it, so a ratio far from 1 means comparing absolute times would have been "
+             "wrong by that much.", ""]
     evaluated = c.candidates[c.candidates["ref_runtime_ms"].notna()]
     rows = []
     for task in c.spec.tasks:
