@@ -2,7 +2,9 @@
 servers) start in their own session, so one signal to the group reaches
 everything they spawned: compiler jobs, dataloader workers, a server's
 subprocesses. SIGKILL is the only signal that stops a process hung in native
-code or a CUDA call."""
+code or a CUDA call. What leaves the group on purpose (a new session or group)
+is caught another way: the parent adopts orphans (adopt_orphans) and kills the
+adopted ones (kill_adopted)."""
 
 from __future__ import annotations
 
@@ -16,8 +18,6 @@ from pathlib import Path
 from typing import IO
 
 TAIL_CHARS = 4000
-
-
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 
 

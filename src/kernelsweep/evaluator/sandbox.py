@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelsweep.evaluator import settings
 from kernelsweep import process_group
+from kernelsweep.evaluator import settings
 from kernelsweep.process_group import kill_group
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # .../src
