@@ -52,25 +52,30 @@ def speedup(reference_ms: Sequence[float], candidate_ms: Sequence[float]) -> flo
     return float(np.median(reference_ms)) / cand
 
 
-def speedup_interval(reference_ms: Sequence[float], candidate_ms: Sequence[float],
-                     resamples: int = BOOTSTRAP_RESAMPLES, confidence: float = CONFIDENCE
-                     ) -> tuple[float, float] | None:
-    """Bootstrap interval of median(ref)/median(cand)."""
-    ref = np.asarray(reference_ms, dtype=float)
-    cand = np.asarray(candidate_ms, dtype=float)
-    if ref.size < 2 or cand.size < 2:
+def _bootstrap_interval(samples: Sequence[Sequence[float]], combine, resamples: int, confidence: float
+                        ) -> tuple[float, float] | None:
+    """Percentile interval of combine(median of each sample set), resampling each set
+    independently (in the order given, from the fixed seed)."""
+    arrays = [np.asarray(x, dtype=float) for x in samples]
+    if any(a.size < 2 for a in arrays):
         return None
     rng = np.random.default_rng(BOOTSTRAP_SEED)
-    ref_med = np.median(rng.choice(ref, size=(resamples, ref.size), replace=True), axis=1)
-    cand_med = np.median(rng.choice(cand, size=(resamples, cand.size), replace=True), axis=1)
+    medians = [np.median(rng.choice(a, size=(resamples, a.size), replace=True), axis=1) for a in arrays]
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = ref_med / cand_med
+        ratios = combine(*medians)
     ratios = ratios[np.isfinite(ratios)]
     if ratios.size == 0:
         return None
     alpha = (1.0 - confidence) / 2.0
     lo, hi = np.quantile(ratios, [alpha, 1.0 - alpha])
     return float(lo), float(hi)
+
+
+def speedup_interval(reference_ms: Sequence[float], candidate_ms: Sequence[float],
+                     resamples: int = BOOTSTRAP_RESAMPLES, confidence: float = CONFIDENCE
+                     ) -> tuple[float, float] | None:
+    """Bootstrap interval of median(ref)/median(cand)."""
+    return _bootstrap_interval((reference_ms, candidate_ms), lambda ref, cand: ref / cand, resamples, confidence)
 
 
 def check_margin(margin: float) -> float:
@@ -87,20 +92,9 @@ def anchored_interval(reference_ms: Sequence[float], candidate_ms: Sequence[floa
     """Bootstrap interval of [median(ref)/median(cand)] / [median(anchor)/median(other)]:
     the candidate against a baseline timed in another process, through the reference
     timed in both (see anchored_comparison)."""
-    sides = [np.asarray(x, dtype=float) for x in (reference_ms, candidate_ms, anchor_ms, other_ms)]
-    if any(a.size < 2 for a in sides):
-        return None
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    ref, cand, anchor, other = (np.median(rng.choice(a, size=(resamples, a.size), replace=True), axis=1)
-                                for a in sides)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = (ref / cand) / (anchor / other)
-    ratios = ratios[np.isfinite(ratios)]
-    if ratios.size == 0:
-        return None
-    alpha = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(ratios, [alpha, 1.0 - alpha])
-    return float(lo), float(hi)
+    return _bootstrap_interval((reference_ms, candidate_ms, anchor_ms, other_ms),
+                               lambda ref, cand, anchor, other: (ref / cand) / (anchor / other), resamples,
+                               confidence)
 
 
 def timing_verdict(interval: tuple[float, float] | None, margin: float = EQUIVALENCE_MARGIN) -> str | None:
