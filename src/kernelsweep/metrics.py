@@ -113,10 +113,13 @@ def timing_verdict(interval: tuple[float, float] | None, margin: float = EQUIVAL
 def compare_timings(reference_ms: Sequence[float], candidate_ms: Sequence[float],
                     margin: float = EQUIVALENCE_MARGIN) -> dict[str, Any]:
     """Everything the evaluator and the report record about one comparison."""
-    interval = speedup_interval(reference_ms, candidate_ms)
+    return _comparison(speedup(reference_ms, candidate_ms), speedup_interval(reference_ms, candidate_ms), margin)
+
+
+def _comparison(value: float | None, interval: tuple[float, float] | None, margin: float) -> dict[str, Any]:
     verdict = timing_verdict(interval, margin)
     return {
-        "speedup": speedup(reference_ms, candidate_ms),
+        "speedup": value,
         "speedup_ci": list(interval) if interval else None,
         "verdict": verdict,
         "faster": None if verdict is None else verdict == "faster",
@@ -133,14 +136,8 @@ def anchored_comparison(reference_ms: Sequence[float], candidate_ms: Sequence[fl
     the evaluator) / (anchor / other, from the baseline stage, anchor = the
     reference there). Same record as compare_timings."""
     ref_cand, anchor_other = speedup(reference_ms, candidate_ms), speedup(anchor_ms, other_ms)
-    interval = anchored_interval(reference_ms, candidate_ms, anchor_ms, other_ms)
-    verdict = timing_verdict(interval, margin)
-    return {
-        "speedup": ref_cand / anchor_other if ref_cand is not None and anchor_other else None,
-        "speedup_ci": list(interval) if interval else None,
-        "verdict": verdict,
-        "faster": None if verdict is None else verdict == "faster",
-    }
+    return _comparison(ref_cand / anchor_other if ref_cand is not None and anchor_other else None,
+                       anchored_interval(reference_ms, candidate_ms, anchor_ms, other_ms), margin)
 
 
 def is_fast_p(result: Mapping[str, Any], p: float, interval_key: str = "speedup_ci") -> bool:
