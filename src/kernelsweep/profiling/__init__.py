@@ -50,8 +50,7 @@ def profile_reference(reference: str | os.PathLike, device: str, precision: str 
     kernelsweep.profiling.record). Raises ValueError for bad arguments; a
     reference that fails, hangs or crashes gives a record with status 'error'."""
     from kernelsweep.profiling import record
-    from kernelsweep.process_group import describe_exit
-    from kernelsweep.profiling.runner import run_with_timeout
+    from kernelsweep.process_group import describe_exit, read_tail, run_in_group
 
     path = Path(reference)
     if not path.is_file():
@@ -72,20 +71,22 @@ def profile_reference(reference: str | os.PathLike, device: str, precision: str 
                    "warmup": warmup, "iters": iters, "seed": seed}
         (tmp / "request.json").write_text(json.dumps(request))
         result_path = tmp / "result.json"
-        done = run_with_timeout([sys.executable, "-m", "kernelsweep.profiling.child",
-                                 str(tmp / "request.json"), str(result_path)],
-                                timeout_s, tmp / "child.log", env=_child_env())
+        # A reference may spawn workers or hang in native code: its whole group goes at the limit.
+        with open(tmp / "child.log", "wb") as log:
+            done = run_in_group([sys.executable, "-m", "kernelsweep.profiling.child", str(tmp / "request.json"),
+                                 str(result_path)], timeout_s, stdout=log, stderr=log, env=_child_env())
+        log_tail = read_tail(tmp / "child.log")
         raw = json.loads(result_path.read_text()) if result_path.exists() else None
 
     if done.timed_out:
         rec = record.error_record(identity, "Timeout", f"profiling did not finish within {timeout_s:g} s; "
-                                  "the profiling process and its children were killed", None, done.log_tail)
+                                  "the profiling process and its children were killed", None, log_tail)
     elif raw is None:
         rec = record.error_record(identity, "ChildFailed", f"the profiling process {describe_exit(done.returncode)} "
-                                  "before writing a result", None, done.log_tail)
+                                  "before writing a result", None, log_tail)
     elif raw["status"] != "ok":
         err = raw["error"]
-        rec = record.error_record(identity, err["type"], err["message"], err["phase"], done.log_tail)
+        rec = record.error_record(identity, err["type"], err["message"], err["phase"], log_tail)
     else:
         rec = record.build(identity, raw, peak_flops, peak_bandwidth)
     rec["wall_s"] = done.wall_s
