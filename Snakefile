@@ -18,6 +18,7 @@ include: "workflow/rules/models.smk"
 include: "workflow/rules/reference.smk"
 include: "workflow/rules/strategies.smk"
 include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/react.smk"
 include: "workflow/rules/report.smk"
 
 
@@ -27,3 +28,15 @@ rule all:
         FINALS,
         EVALS,
     default_target: True
+
+
+# A model server that is down is named before the first job, not after wait_s.
+onstart:
+    for _warning in preflight.unanswered_servers(MODELS):
+        print(f"kernelsweep: WARNING: {_warning}", file=sys.stderr)
+
+
+# A job's log is empty when the disk is full: name the cause after failures.
+onerror:
+    if preflight.disk_note(RES):
+        print(f"kernelsweep: {preflight.disk_note(RES)}", file=sys.stderr)

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # The evaluator's GPU proof on one GPU: the CUDA fixture suite
-# (scripts/gpu/run_suite.py), the throughput benchmark
+# (tests/evaluator/test_categories_cuda.py), the throughput benchmark
 # (benchmarks/eval_throughput.py) and the eager/torch.compile baselines.
 # Needs python3 with torch (+ triton for the Triton case), nothing else from
 # this package's dependencies. Results go to $OUT (default ./gpu-out):
-#   env.log, suite.json, suite.log, throughput.json, throughput.log, baseline.json, logs.tar.gz
-# Usage: scripts/gpu_eval_suite.sh [suite] [bench] [baseline]   (default: all three)
+#   env.log, suite.xml (JUnit), suite.log, throughput.json, throughput.log, baseline.json, logs.tar.gz
+#   floor.log, adversarial.log
+# SUITE_ONLY: a pytest -k expression over the suite's case ids, e.g. "hung_kernel or healthy_after_hang".
+# Usage: scripts/gpu_eval_suite.sh [suite] [bench] [baseline] [floor] [adversarial]
+#   (default: suite bench baseline floor). bench compares with KernelBench's
+#   evaluator on the same candidates (needs its pydantic wheels; see docs/gpu-notes.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-parts=${*:-suite bench baseline}
+parts=${*:-suite bench baseline floor}
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -33,19 +37,26 @@ PYEOF
 for part in $parts; do
   case $part in
     suite)
-      timeout "${SUITE_LIMIT:-330}" $PY scripts/gpu/run_suite.py --out "$OUT/suite.json" \
-          --build-dir "$WORK/build" --log-dir "$WORK/logs" --deadline "${SUITE_DEADLINE:-270}" ${SUITE_ONLY:+--only "$SUITE_ONLY"} \
+      mkdir -p "$WORK/logs"; KERNELSWEEP_TEST_BUILD_DIR="$WORK/build" timeout "${SUITE_LIMIT:-330}" $PY -m pytest -q -p no:cacheprovider \
+          tests/evaluator/test_categories_cuda.py -rA --basetemp "$WORK/logs/suite" --junitxml "$OUT/suite.xml" ${SUITE_ONLY:+-k "$SUITE_ONLY"} \
           2>&1 | tee "$OUT/suite.log" || status=1 ;;
     bench)
-      timeout "${BENCH_LIMIT:-260}" $PY benchmarks/eval_throughput.py --device cuda --workers "${WORKERS:-4}" \
+      timeout "${BENCH_LIMIT:-300}" $PY benchmarks/eval_throughput.py --device cuda --workers "${WORKERS:-8}" \
+          --modes "${BENCH_MODES:-pool,late,kernelbench}" --pairs-from-replay zero_shot --limit "${BENCH_REPLAY:-9}" \
           --candidates ${BENCH_CANDIDATES:-$BENCH/bench_add_block128.py $BENCH/bench_add_float4.py} \
-          --out "$OUT/throughput.json" 2>&1 | tee "$OUT/throughput.log" || status=1 ;;
+          --work "$WORK" --out "$OUT/throughput.json" 2>&1 | tee "$OUT/throughput.log" || status=1
+      tar czf "$OUT/bench-logs.tar.gz" -C "$WORK" --wildcards 'ks-bench-*/logs' 2>/dev/null ;;
+    floor)
+      timeout 120 $PY benchmarks/timing_floor.py 2>&1 | tee "$OUT/floor.log" || status=1 ;;
+    adversarial)
+      timeout "${ADV_LIMIT:-500}" $PY -m pytest -q -p no:cacheprovider tests/evaluator/test_adversarial_cuda.py -rA \
+          2>&1 | tee "$OUT/adversarial.log" || status=1 ;;
     baseline)
       timeout "${BASELINE_LIMIT:-300}" $PY -m kernelsweep baseline tests/evaluator/fixtures/references/vector_add.py \
           --device cuda --modes "${BASELINE_MODES:-eager,inductor-default,inductor-reduce-overhead}" \
           --timing-trials 50 --timeout 120 --log-dir "$WORK/logs/baseline" --out "$OUT/baseline.json" \
           > /dev/null || status=1 ;;
-    *) echo "unknown part: $part (suite, bench, baseline)" >&2; status=2 ;;
+    *) echo "unknown part: $part (suite, bench, baseline, floor, adversarial)" >&2; status=2 ;;
   esac
 done
 # Worker logs, trimmed so the archive stays small.

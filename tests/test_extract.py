@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelsweep.extract import METHODS, extract_code
+from kernelsweep.prompting.extract import METHODS, extract_code
 
 REPO = Path(__file__).resolve().parents[1]
 MODULE = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n"

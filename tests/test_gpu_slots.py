@@ -15,7 +15,7 @@ import pytest
 
 from kernelsweep import gpu_slots
 
-WRAPPER = [sys.executable, "-m", "kernelsweep.gpu_slots", "run"]
+WRAPPER = [sys.executable, "-m", "kernelsweep", "gpu-slots", "run"]
 
 # The wrapped command: logs which device it got and when it ran, optionally
 # waits at a barrier until `expect` peers have logged (proof they ran at once).
@@ -309,3 +309,57 @@ def test_slots_dir_resolution_and_slurm_scoping(monkeypatch, tmp_path):
     monkeypatch.delenv(gpu_slots.ENV_SLOTS_DIR)
     monkeypatch.setenv("TMPDIR", str(tmp_path / "node-local"))
     assert gpu_slots.resolve_slots_dir(None) == tmp_path / "node-local" / "kernelsweep-gpu-slots" / "slurm-4242"
+
+
+# A `run --late` command: warms up (here: sleeps) holding only its place in the
+# device's queue, then takes the device with timing_slot() and "times" on it.
+LATE_CHILD = r"""
+import json, os, sys, time
+from kernelsweep import gpu_slots
+log_dir, name, warm, hold = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+warm_start = time.time()
+time.sleep(warm)
+with gpu_slots.timing_slot(label=name) as waited:
+    device_start = time.time()
+    time.sleep(hold)
+    device_end = time.time()
+with open(os.path.join(log_dir, name + ".json"), "w") as f:
+    json.dump({"slot": os.environ.get("KERNELSWEEP_GPU_SLOT"), "warm_start": warm_start,
+               "device_start": device_start, "device_end": device_end, "waited": waited,
+               "queue_fd_left": gpu_slots.ENV_QUEUE_FD in os.environ}, f)
+"""
+
+
+def test_late_commands_warm_up_while_another_times_and_never_share_the_device(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    cmd = [*WRAPPER, "--slots-dir", str(tmp_path / "slots"), "--gpus", "1", "--late", "--",
+           sys.executable, "-c", LATE_CHILD, str(logs)]
+    procs = [subprocess.Popen([*cmd, f"job{i}", "0.4", "0.6"], env=clean_env(), stderr=subprocess.PIPE, text=True)
+             for i in range(4)]
+    finish(procs, timeout=120)
+    recs = sorted(records(logs), key=lambda r: r["device_start"])
+    assert len(recs) == 4 and all(r["slot"] == "0" and r["waited"] is not None for r in recs)
+    assert not any(r["queue_fd_left"] for r in recs)
+    for before, after in zip(recs, recs[1:]):
+        # One timing at a time on the device ...
+        assert after["device_start"] >= before["device_end"], (before, after)
+        # ... and one job warming up in the queue at a time: the next one starts
+        # warming only once the one before it has taken the device.
+        assert after["warm_start"] >= before["device_start"] - 0.05, (before, after)
+    # The point of the queue: a job warmed up while the one before it timed.
+    assert any(after["warm_start"] < before["device_end"] for before, after in zip(recs, recs[1:]))
+
+
+def test_late_is_ignored_on_the_cpu_slot(tmp_path):
+    """CPU timing shares cores with whatever warms up: a late CPU command holds
+    the slot from its start, and timing_slot() has nothing to take."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    cmd = [*WRAPPER, "--slots-dir", str(tmp_path / "slots"), "--gpus", "cpu", "--late", "--",
+           sys.executable, "-c", LATE_CHILD, str(logs)]
+    finish([subprocess.Popen([*cmd, f"job{i}", "0.3", "0.3"], env=clean_env(), stderr=subprocess.PIPE, text=True)
+            for i in range(2)])
+    recs = sorted(records(logs), key=lambda r: r["warm_start"])
+    assert [r["waited"] for r in recs] == [None, None]
+    assert recs[1]["warm_start"] >= recs[0]["device_end"]

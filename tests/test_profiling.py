@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelsweep import devices
+from kernelsweep.profiling import device_peaks
 from kernelsweep.profiling import profile_reference, render_for_prompt
 from kernelsweep.profiling import roofline
 from kernelsweep.profiling.events import analyse
@@ -213,6 +213,25 @@ def test_hang_is_killed_at_timeout(tmp_path):
         os.kill(pid, 0)  # the hung process is gone
 
 
+def test_killed_profiling_is_no_record_and_fails_the_job(tmp_path):
+    """A process killed from outside (scheduler, OOM killer) is the machine's fault: exit 3, nothing written."""
+    ref = write(tmp_path, "killed.py", """
+        import os, signal, torch
+        class Model(torch.nn.Module):
+            def forward(self, x):
+                os.kill(os.getpid(), signal.SIGKILL)
+        def get_inputs(): return [torch.randn(4)]
+        def get_init_inputs(): return []
+    """)
+    out = tmp_path / "profile.json"
+    proc = subprocess.run([sys.executable, "-m", "kernelsweep", "profile", str(ref), "--device", "cpu",
+                           "--warmup", "1", "--iters", "1", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 3, proc.stderr
+    assert "the machine failed the profiling, nothing was recorded" in proc.stderr and "SIGKILL" in proc.stderr
+    assert not out.exists()
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
 def test_cuda_without_gpu_is_a_clear_error(tmp_path):
     ref = write(tmp_path, "chain.py", ELEMENTWISE)
@@ -247,11 +266,11 @@ def test_bad_arguments_exit_2_with_message(tmp_path):
     ("Tesla T4", "T4"),
 ])
 def test_gpu_table_matches_whole_names(name, key):
-    assert devices.lookup_gpu(name).key == key
+    assert device_peaks.lookup_gpu(name).key == key
 
 
 def test_unknown_gpu_gets_unknown_verdict_unless_overridden():
-    assert devices.lookup_gpu("NVIDIA Future GPU X1") is None
+    assert device_peaks.lookup_gpu("NVIDIA Future GPU X1") is None
     peaks = roofline.select_peaks("cuda", "NVIDIA Future GPU X1", "fp32", None)
     v = roofline.verdict(1e9, 1e6, peaks)
     assert v["verdict"] == "unknown" and "--peak-flops and --peak-bandwidth" in v["reason"]
@@ -276,15 +295,15 @@ def test_h200_peaks_and_precision_choice():
 
 
 def test_cpu_estimate_is_labelled():
-    peaks = roofline.select_peaks("cpu", devices.cpu_name(), "fp32", 2)
+    peaks = roofline.select_peaks("cpu", device_peaks.cpu_name(), "fp32", 2)
     assert peaks["basis"] == "estimate" and peaks["source"].startswith("generic CPU estimate")
     assert peaks["flops"] > 0 and peaks["bandwidth"] > 0
 
 
 def test_parse_quantity():
-    assert devices.parse_quantity("4.8T") == pytest.approx(4.8e12)
-    assert devices.parse_quantity("900G") == pytest.approx(9e11)
-    assert devices.parse_quantity("4.8e+12") == pytest.approx(4.8e12)
+    assert device_peaks.parse_quantity("4.8T") == pytest.approx(4.8e12)
+    assert device_peaks.parse_quantity("900G") == pytest.approx(9e11)
+    assert device_peaks.parse_quantity("4.8e+12") == pytest.approx(4.8e12)
     for bad in ("fast", "-1", "0"):
         with pytest.raises(ValueError):
-            devices.parse_quantity(bad)
+            device_peaks.parse_quantity(bad)

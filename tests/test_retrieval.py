@@ -17,7 +17,7 @@ import pytest
 import torch
 from torch.utils.cpp_extension import load_inline
 
-from kernelsweep.retrieval import Corpus, CorpusError, Passage, default_corpus_dir, split_passages
+from kernelsweep.prompting.retrieval import Corpus, CorpusError, Passage, default_corpus_dir, split_passages
 
 NOTES = sorted(default_corpus_dir().glob("*.md"))
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
@@ -130,10 +130,10 @@ def test_passage_is_a_plain_value():
 
 
 def test_command_line_search_and_error():
-    ok = subprocess.run([sys.executable, "-m", "kernelsweep.retrieval", "warp shuffle", "-k", "1"],
+    ok = subprocess.run([sys.executable, "-m", "kernelsweep.prompting.retrieval", "warp shuffle", "-k", "1"],
                         capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0 and "[warp_reductions.md#" in ok.stdout
-    bad = subprocess.run([sys.executable, "-m", "kernelsweep.retrieval", "x", "--corpus", "/nonexistent/corpus"],
+    bad = subprocess.run([sys.executable, "-m", "kernelsweep.prompting.retrieval", "x", "--corpus", "/nonexistent/corpus"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "corpus folder not found" in bad.stderr and "Traceback" not in bad.stderr
 

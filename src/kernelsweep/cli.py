@@ -1,5 +1,6 @@
-"""The `kernelsweep` command. Each subcommand lives in its own module, which
-exposes `configure(parser)` and `main(args) -> int`; modules are imported only
+"""The `kernelsweep` command. Each subcommand lives in its own module (or a
+class of one, `module:Class`), which exposes `configure(parser)` and
+`main(args) -> int`; modules are imported only
 when their subcommand runs, so `kernelsweep --help` stays fast and light."""
 
 from __future__ import annotations
@@ -11,9 +12,13 @@ import sys
 # name -> (module, one-line help). Order is the order shown in --help.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "tasks": ("kernelsweep.tasks.cli", "materialise and validate KernelBench / demo tasks"),
-    "eval": ("kernelsweep.evaluator.cli_eval", "evaluate a candidate against a reference (isolated)"),
-    "compile": ("kernelsweep.evaluator.cli_compile", "build a candidate's extensions into the hash-keyed cache"),
-    "baseline": ("kernelsweep.evaluator.cli_baseline", "time eager PyTorch and torch.compile on a reference"),
+    "eval": ("kernelsweep.evaluator.cli:Eval", "evaluate a candidate against a reference (confined)"),
+    "compile": ("kernelsweep.evaluator.cli:Compile", "build a candidate's extensions into its own build cache"),
+    "baseline": ("kernelsweep.evaluator.cli:Baseline", "time eager PyTorch and torch.compile on a reference"),
+    # The study's baseline stage: `baseline`, but a timing the machine failed is never recorded.
+    "baseline-task": ("kernelsweep.stages.baseline", "time a task's baselines for the study (machine faults fail)"),
+    "compile-turn": ("kernelsweep.stages.evaluate:CompileTurn", "build a turn's candidates (study stage)"),
+    "evaluate-candidate": ("kernelsweep.stages.evaluate:EvaluateCandidate", "evaluate one candidate (study stage)"),
     "profile": ("kernelsweep.profiling", "profile a reference with torch.profiler (guided prompts)"),
     "prepare-model": ("kernelsweep.models.embedded", "prepare the embedded Gemma 3 270M checkpoint"),
     "serve": ("kernelsweep.models.server", "start a local OpenAI-compatible server (transformers serve)"),
@@ -21,8 +26,11 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "prompt": ("kernelsweep.stages.prompt", "build the prompt of one turn"),
     "select": ("kernelsweep.stages.select", "select the best candidate so far"),
     "final": ("kernelsweep.stages.final", "write the final record of one study cell"),
+    "react": ("kernelsweep.agent.cell", "run one cell of the tool-using agent (react), resuming its trace"),
     "report": ("kernelsweep.report.cli", "aggregate raw results into tables, figures and REPORT.md"),
+    "manifest": ("kernelsweep.stages.manifest", "write the study file the report reads"),
     "gpu-slots": ("kernelsweep.gpu_slots", "run a command on a claimed GPU/CPU timing slot"),
+    "check": ("kernelsweep.check", "before a run: does every configured model answer, is the results disk usable"),
 }
 
 
@@ -44,11 +52,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     name, rest = argv[0], argv[1:]
     module_name, help_text = SUBCOMMANDS[name]
+    module_name, _, attribute = module_name.partition(":")
     module = importlib.import_module(module_name)
+    if attribute:
+        module = getattr(module, attribute)
     parser = argparse.ArgumentParser(prog=f"kernelsweep {name}", description=help_text)
     module.configure(parser)
     args = parser.parse_args(rest)
-    return int(module.main(args) or 0)
+    try:
+        return int(module.main(args) or 0)
+    except OSError as error:  # every subcommand: a full disk is named, not a traceback
+        from kernelsweep.fileio import storage_fault
+
+        if storage_fault(error) is None:
+            raise
+        print(f"kernelsweep {name}: {storage_fault(error)}", file=sys.stderr)
+        return 4
 
 
 if __name__ == "__main__":

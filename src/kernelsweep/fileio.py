@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -59,3 +61,27 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
 def read_json(path: str | os.PathLike) -> Any:
     with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+# Writes the machine refused: the disk, not the study, is at fault.
+_STORAGE_ERRNOS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
+                   errno.EROFS: "the file system is read-only", errno.EIO: "an I/O error"}
+
+
+def storage_fault(error: BaseException) -> str | None:
+    """The message for a write the machine refused (full disk, quota, read-only
+    file system, I/O error), or None for any other error. Result files are
+    written atomically, so such a failure leaves no half-written file."""
+    if not isinstance(error, OSError) or error.errno not in _STORAGE_ERRNOS:
+        return None
+    where = f" writing {error.filename}" if error.filename else ""
+    return (f"{_STORAGE_ERRNOS[error.errno]}{where} ({error.strerror}); nothing was recorded for this step. "
+            "Free space (or fix the file system), then rerun the same command: finished results are kept")
+
+
+def free_bytes(path: str | os.PathLike) -> int:
+    """Free bytes on the file system that holds `path` (or would: its nearest existing parent)."""
+    path = Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return shutil.disk_usage(path).free

@@ -2,7 +2,7 @@
 
 Snakemake's `--resources gpu=N` caps how many GPU jobs run at once but does not
 say *which* GPU each one gets. Every evaluate/profile/baseline job therefore runs
-through `python -m kernelsweep.gpu_slots run -- CMD ...`, which claims a free
+through `kernelsweep gpu-slots run -- CMD ...`, which claims a free
 device with `flock` on `<slots_dir>/gpu<device>.lock`, points the child at it
 with CUDA_VISIBLE_DEVICES and releases it when the job ends. Two timing jobs
 never share a device; on the `cpu` device there is a single `cpu` slot, so CPU
@@ -15,6 +15,13 @@ generating on GPU 0 while candidates are timed on GPUs 1 and 2.
 A lock belongs to the open file, which the child inherits: the slot stays taken
 while the wrapper *or* the command (or anything it left running) is alive, and
 the kernel frees it when the last of them exits, even after SIGKILL.
+
+`run --late` (evaluations on a GPU) claims a place in the device's queue
+instead (`gpu<device>.next.lock`, one holder per device): the command starts
+its workers, which import torch while the job before it still times, and only
+then takes the device itself with `timing_slot()`, which gives the place in
+the queue to the next job. So a device waits for no process start between two
+evaluations, and still runs one timing at a time.
 """
 
 from __future__ import annotations
@@ -30,12 +37,16 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable, Iterator
 
 ENV_SLOTS_DIR = "KERNELSWEEP_GPU_SLOTS_DIR"
 ENV_GPUS = "KERNELSWEEP_GPUS"  # slot count override: an integer, "cpu" or "auto"
 ENV_DEVICES = "KERNELSWEEP_TIMING_DEVICES"  # the GPUs timings may use: "1,2" (ids or UUIDs)
 ENV_SLOT = "KERNELSWEEP_GPU_SLOT"  # set for the child: the device it was given
+ENV_TIMING_LOCK = "KERNELSWEEP_TIMING_LOCK"  # set for a --late child: the device's lock, taken by timing_slot()
+ENV_QUEUE_FD = "KERNELSWEEP_QUEUE_FD"  # set for a --late child: its inherited place in the device's queue
 CPU_DEVICE = "cpu"
 DEFAULT_TIMEOUT_S = 6 * 3600.0
 EXIT_NO_SLOT = 75  # EX_TEMPFAIL: no slot within the timeout
@@ -222,6 +233,12 @@ def lock_path(slots_dir: Path, device: str) -> Path:
     return slots_dir / f"gpu{re.sub(r'[^A-Za-z0-9_.-]', '_', device)}.lock"
 
 
+def queue_path(slots_dir: Path, device: str) -> Path:
+    """The device's queue place: who may warm up next while it times."""
+    path = lock_path(slots_dir, device)
+    return path.with_name(path.stem + ".next.lock")
+
+
 def _try_lock(path: Path) -> int | None:
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
     try:
@@ -260,10 +277,13 @@ def claim_slot(
     devices: list[str],
     timeout: float | None = DEFAULT_TIMEOUT_S,
     label: str = "",
+    path_of: Callable[[Path, str], Path] = lock_path,
+    max_delay: float = 0.25,
 ) -> SlotClaim:
     """Claim one free slot: a non-blocking try on each, then keep retrying
-    (every <= 0.25 s) until `timeout` seconds (None: forever). `label` goes
-    into the holder note. Raises SlotTimeout, or SlotError for other failures."""
+    (every <= `max_delay` s) until `timeout` seconds (None: forever). `label` goes
+    into the holder note; `path_of` names each device's lock file. Raises
+    SlotTimeout, or SlotError for other failures."""
     if not devices:
         raise SlotError("no slots to claim (empty device list)")
     slots_dir = Path(slots_dir)
@@ -271,7 +291,7 @@ def claim_slot(
         slots_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise SlotError(f"cannot create the slots folder {slots_dir}: {exc.strerror}") from exc
-    paths = [lock_path(slots_dir, device) for device in devices]
+    paths = [path_of(slots_dir, device) for device in devices]
     deadline = None if timeout is None else time.monotonic() + timeout
     delay = 0.02
     while True:
@@ -290,7 +310,7 @@ def claim_slot(
                 "Raise --timeout, or check for a stuck evaluation holding a device."
             )
         time.sleep(delay if deadline is None else max(0.0, min(delay, deadline - time.monotonic())))
-        delay = min(delay * 2, 0.25)
+        delay = min(delay * 2, max_delay)
 
 
 def child_env(claim: SlotClaim, base: dict[str, str] | None = None) -> dict[str, str]:
@@ -309,14 +329,23 @@ def run_with_slot(
     gpus: str | int | None = None,
     devices: str | None = None,
     timeout: float | None = DEFAULT_TIMEOUT_S,
+    late: bool = False,
 ) -> int:
     """Claim a slot, run `command` on it, return its exit code (128+N when a
-    signal N ended it, as a shell would). SIGTERM/SIGINT go on to the command."""
+    signal N ended it, as a shell would). SIGTERM/SIGINT go on to the command.
+    `late` (GPU slots only): claim a place in the device's queue; the command
+    takes the device itself with timing_slot() (module docstring)."""
     if not command:
-        raise SlotError("no command given; usage: python -m kernelsweep.gpu_slots run [options] -- CMD ARGS...")
+        raise SlotError("no command given; usage: kernelsweep gpu-slots run [options] -- CMD ARGS...")
     slots = slot_devices(gpus, devices)
     directory = resolve_slots_dir(slots_dir, results, cpu=slots == [CPU_DEVICE])
-    with claim_slot(directory, slots, timeout, label=f"cmd={' '.join(command)[:200]}") as claim:
+    late = late and slots != [CPU_DEVICE]  # CPU timing shares cores with whatever warms up: never late
+    with claim_slot(directory, slots, timeout, label=f"cmd={' '.join(command)[:200]}",
+                    path_of=queue_path if late else lock_path) as claim:
+        env = child_env(claim)
+        if late:
+            env[ENV_TIMING_LOCK] = str(lock_path(directory, claim.device))
+            env[ENV_QUEUE_FD] = str(claim.fd)
         child: subprocess.Popen | None = None
         pending: list[int] = []  # signals that arrived before the child existed
 
@@ -330,11 +359,13 @@ def run_with_slot(
         try:
             try:
                 # pass_fds: the child holds the lock too (see the module docstring).
-                child = subprocess.Popen(command, env=child_env(claim), pass_fds=(claim.fd,))
+                child = subprocess.Popen(command, env=env, pass_fds=(claim.fd,))
             except FileNotFoundError:
                 raise SlotError(f"command not found: {command[0]}", exit_code=127) from None
             except PermissionError:
                 raise SlotError(f"command not executable: {command[0]}", exit_code=126) from None
+            if late:
+                claim.release()  # the command holds its place alone, and gives it up in timing_slot()
             for signum in pending:
                 child.send_signal(signum)
             returncode = child.wait()
@@ -342,6 +373,38 @@ def run_with_slot(
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     return 128 + -returncode if returncode < 0 else returncode
+
+
+def late_claim() -> bool:
+    """Whether this process runs under `run --late` and must take the device with timing_slot()."""
+    return bool(os.environ.get(ENV_TIMING_LOCK))
+
+
+@contextmanager
+def timing_slot(label: str = "", timeout: float | None = DEFAULT_TIMEOUT_S) -> Iterator[float | None]:
+    """In a `run --late` command: wait for the device's lock (the job before
+    has finished timing), then give up the place in the queue, so the next job
+    starts warming up; yields the seconds waited and holds the device until
+    the block ends. Anywhere else: nothing to take (the wrapper holds the slot,
+    or there is none); yields None."""
+    path = os.environ.get(ENV_TIMING_LOCK)
+    if not path:
+        yield None
+        return
+    start = time.monotonic()
+    device = os.environ.get(ENV_SLOT, "")
+    claim = claim_slot(Path(path).parent, [device], timeout, label=label,
+                       path_of=lambda _dir, _device: Path(path), max_delay=0.01)
+    queue_fd = os.environ.pop(ENV_QUEUE_FD, None)
+    if queue_fd is not None:
+        try:
+            os.close(int(queue_fd))
+        except (OSError, ValueError):
+            pass  # already closed: the place was given up before
+    try:
+        yield time.monotonic() - start
+    finally:
+        claim.release()
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -363,6 +426,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--timeout", type=float, default=DEFAULT_TIMEOUT_S,
         help=f"seconds to wait for a free slot (default {DEFAULT_TIMEOUT_S:g}; <0: forever)",
     )
+    run.add_argument(
+        "--late", action="store_true",
+        help="GPU slots: claim a place in the device's queue; the command takes the device itself "
+        "once its processes are warm (kernelsweep evaluate-candidate does)",
+    )
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
 
 
@@ -378,15 +446,10 @@ def main(args: argparse.Namespace) -> int:
             gpus=args.gpus,
             devices=args.devices,
             timeout=None if args.timeout < 0 else args.timeout,
+            late=args.late,
         )
     except SlotError as exc:
         print(f"gpu_slots: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 128 + signal.SIGINT
-
-
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(prog="python -m kernelsweep.gpu_slots", description=__doc__.splitlines()[0])
-    configure(parser)
-    sys.exit(main(parser.parse_args()))

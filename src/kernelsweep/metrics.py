@@ -29,18 +29,23 @@ EQUIVALENCE_MARGIN = 0.01  # default m: within 1% of the reference counts as a t
 
 
 def summarize(samples_ms: Sequence[float]) -> dict[str, Any]:
-    """Median, mean, std, min, max and n of timing samples (milliseconds)."""
+    """Median, interquartile range, mean, std, min, max and n of timing samples (milliseconds)."""
     a = np.asarray(samples_ms, dtype=float)
     if a.size == 0:
-        return {"median": None, "mean": None, "std": None, "min": None, "max": None, "n": 0}
+        return {"median": None, "iqr": None, "mean": None, "std": None, "min": None, "max": None, "n": 0}
     return {
         "median": float(np.median(a)),
+        "iqr": float(np.percentile(a, 75) - np.percentile(a, 25)),
         "mean": float(a.mean()),
         "std": float(a.std(ddof=1)) if a.size > 1 else 0.0,
         "min": float(a.min()),
         "max": float(a.max()),
         "n": int(a.size),
     }
+
+
+def median(samples_ms: Sequence[float]) -> float:
+    return float(np.median(np.asarray(samples_ms, dtype=float))) if len(samples_ms) else math.nan
 
 
 def speedup(reference_ms: Sequence[float], candidate_ms: Sequence[float]) -> float | None:

@@ -15,7 +15,12 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
-# Each strategy is a preset of flags on the one code path (kernelsweep.strategies).
+# Every model call has a role: the generator writes candidates; the agentic roles
+# (each switched on by the method flag of its name) inform it.
+ROLES = ("generator", "analyzer", "researcher", "feedback")
+AGENTIC_ROLES = ROLES[1:]
+
+# Each strategy is a preset of flags on the one code path (kernelsweep.prompting.strategies).
 # A method's own keys override these; ablations are methods with one flag flipped.
 STRATEGY_DEFAULTS: dict[str, dict[str, Any]] = {
     "zero_shot": {"turns": 1, "n": 1, "profile": False, "competence_rule": False,
@@ -26,6 +31,15 @@ STRATEGY_DEFAULTS: dict[str, dict[str, Any]] = {
                   "analyzer": False, "researcher": False, "feedback": False},
     "agentic": {"turns": 3, "n": 4, "temperature": 0.7, "profile": False, "competence_rule": True,
                 "analyzer": True, "researcher": True, "feedback": True},
+    # The tool-using agent (kernelsweep.agent): one trajectory per cell, with the
+    # failure study's guards on; ablations turn a guard, a tool or a cap off.
+    "react": {"turns": 1, "n": 1, "profile": False, "competence_rule": False,
+              "analyzer": False, "researcher": False, "feedback": False,
+              "protocol": "auto", "max_steps": 30, "max_total_tokens": 300000, "wall_s": 3600,
+              "editor": True, "run": True, "evaluate": True, "profiler": True, "docs": True,
+              "run_timeout_s": 120, "output_chars": 4000,
+              "repeat_error": 2, "repeat_error_action": "stop", "force_profile": 2,
+              "regression_lock": True, "max_submissions": 4},
 }
 METHOD_DEFAULTS: dict[str, Any] = {"temperature": None, "max_tokens": None, "goal": "faster", "retrieval_k": 6}
 
@@ -80,6 +94,20 @@ def load_schema() -> dict[str, Any]:
         return yaml.safe_load(f)
 
 
+def _model_problems(models: Mapping[str, Any]) -> list[str]:
+    """What the schema cannot say about a model entry (kernelsweep.models.spec: rules that span keys)."""
+    from kernelsweep.models.base import ModelSetupError
+    from kernelsweep.models.spec import normalise
+
+    problems = []
+    for name, spec in models.items():
+        try:
+            normalise(name, spec)
+        except ModelSetupError as e:
+            problems.append(f"config key 'models.{name}': {e}")
+    return problems
+
+
 def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """Validate and return a copy with defaults filled in and methods resolved.
     Raises ConfigError listing every problem, each naming its key."""
@@ -90,9 +118,12 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     lines = [_describe(e) for e in errors]
+    lines += _react_conflicts(config.get("methods") or {})
     if config.get("timing_devices") and config.get("device") != "cuda":
         lines.append("config key 'timing_devices': lists GPUs for timing, but device is "
                      f"{config.get('device')!r}; remove it or set device: cuda")
+    if not lines:
+        lines = _model_problems(config["models"])
     if lines:
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(dict.fromkeys(lines)))
     _apply_defaults(config, schema, schema)
@@ -100,9 +131,27 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return config
 
 
+def _react_conflicts(methods: Mapping[str, Any]) -> list[str]:
+    """Guard settings that need a tool the method switched off."""
+    lines = []
+    for name, spec in methods.items():
+        if not isinstance(spec, dict) or spec.get("strategy") != "react":
+            continue
+        flags = resolve_method(name, spec)
+        if flags["force_profile"] and not flags["profiler"]:
+            lines.append(f"config key 'methods.{name}.force_profile': needs the profiler tool; "
+                         "set profiler: true or force_profile: null")
+    return lines
+
+
 def resolve_method(name: str, spec: Mapping[str, Any]) -> dict[str, Any]:
-    """A method's flags: strategy preset, then generic defaults, then the method's own keys."""
-    return {**METHOD_DEFAULTS, **STRATEGY_DEFAULTS[spec["strategy"]], **spec}
+    """A method's flags: strategy preset, then generic defaults, then the method's own keys.
+    The agentic roles run only in the agentic strategy, so elsewhere their flags resolve
+    to false (the workflow and the prompts read each flag as is)."""
+    method = {**METHOD_DEFAULTS, **STRATEGY_DEFAULTS[spec["strategy"]], **spec}
+    if method["strategy"] != "agentic":
+        method.update(dict.fromkeys(AGENTIC_ROLES, False))
+    return method
 
 
 @dataclass(frozen=True)

@@ -21,14 +21,15 @@ CATEGORIES: tuple[str, ...] = (
     "runtime_error",    # an exception while constructing or running ModelNew
     "shape_mismatch",   # an output of the wrong shape, dtype or structure
     "wrong_output",     # right shape, values outside tolerance (or NaN/Inf)
-    "cheat",            # passed numerically by a known cheat (see evaluator.cheats)
+    "cheat",            # passed numerically by a known cheat (see evaluator/cheats.py)
     "no_custom_kernel", # correct, but no custom kernel was defined and launched
+    "correct_unstable", # correct custom kernel, timings too spread for a verdict (CPU under load)
     "correct_slower",   # correct custom kernel, slower than the reference beyond noise
     "correct_tie",      # correct custom kernel, indistinguishable from the reference
     "correct_faster",   # correct custom kernel, faster than the reference beyond noise
 )
 
-SUCCESS_CATEGORIES = frozenset({"correct_slower", "correct_tie", "correct_faster"})
+SUCCESS_CATEGORIES = frozenset({"correct_unstable", "correct_slower", "correct_tie", "correct_faster"})
 # Numerically correct outputs (a success or plain PyTorch that matched).
 NUMERICALLY_CORRECT = SUCCESS_CATEGORIES | {"no_custom_kernel"}
 # The candidate never produced output because it could not be built or loaded.

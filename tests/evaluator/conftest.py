@@ -27,7 +27,8 @@ def cpu_library(build_dir) -> dict:
     """The compile step run once for the shared C++ library (through the API)."""
     from kernelsweep.evaluator import compile_candidate
 
-    record = compile_candidate(LIBRARY_CANDIDATE, device="cpu", build_dir=build_dir, timeout_s=1200)
+    record = compile_candidate(LIBRARY_CANDIDATE, device="cpu", build_dir=build_dir, timeout_s=1200,
+                               build_sharing="content")
     assert record["compiled"] is True, record
     return record
 
@@ -38,8 +39,11 @@ def run_eval(build_dir, tmp_path):
 
     def run(reference: str, candidate: str | Path, **overrides):
         cand = candidate if isinstance(candidate, Path) else CPU / f"{candidate}.py"
+        # The fixtures are trusted: identical extensions build once ("content");
+        # the poisoning tests ask for the study's default, "candidate".
         options = dict(device="cpu", trials=3, timing_trials=10, warmup=2, timeout_s=120.0,
-                       compile_timeout_s=1200.0, build_dir=build_dir, log_dir=tmp_path / "logs")
+                       compile_timeout_s=1200.0, build_dir=build_dir, log_dir=tmp_path / "logs",
+                       build_sharing="content")
         options.update(overrides)
         return evaluate(REFERENCES / f"{reference}.py", cand, **options)
 

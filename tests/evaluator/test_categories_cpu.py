@@ -109,6 +109,9 @@ def test_record_fields_and_provenance(run_eval):
         assert key in r, key
     p = r["provenance"]
     assert p["task_sha256"] == "f" * 64 and len(p["candidate_sha256"]) == 64
-    assert p["seeds"]["trials"] == [1000, 1001, 1002] and p["trials"] == 3 and p["timing_trials"] == 10
+    # Secret seeds, drawn per evaluation (one more trial: the perturbed call), recorded afterwards.
+    assert len(p["seeds"]["trials"]) == 4 and len(set(p["seeds"]["trials"])) == 4
+    assert p["seeds"]["trials"] != run_eval("add", "pytorch_only")["provenance"]["seeds"]["trials"]
+    assert p["trials"] == 3 and p["timing_trials"] == 10 and p["confinement"] == "namespaces"
     assert p["torch"] and p["python"] and p["device_name"] and p["harness"]
     assert set(r["runtime_ms"]) >= {"median", "mean", "std", "min", "max", "n", "samples"}

@@ -15,7 +15,6 @@ CHEATS = [
     ("add", "cheat_cached_output", "wrong_output", "cached_output"),
     ("add", "cpp_patch_timer", "cheat", "patched_harness"),
     ("add", "cheat_patch_allclose", "wrong_output", "patched_harness"),
-    ("add", "cpp_slow_reference", "cheat", "reference_tampered"),
     ("add", "cheat_forge_report", "cheat", "report_tampered"),
 ]
 
@@ -37,6 +36,16 @@ def test_cheat_is_caught(run_eval, cpu_library, reference, candidate, expected, 
 def test_cheat_fails(run_eval, reference, candidate, expected):
     r = run_eval(reference, candidate)
     assert r["category"] == expected and r["correct"] is False
+
+
+def test_a_slowed_reference_module_changes_nothing(run_eval, cpu_library):
+    """The candidate finds a reference module in its own process and slows its
+    forward: the reference is timed in another process, so its time and the
+    candidate's honest verdict stand (the 10 ms sleep it adds to each
+    reference call would put the speedup in the hundreds if it counted)."""
+    r = run_eval("add", "cpp_slow_reference")
+    assert r["category"] in ("correct_slower", "correct_tie", "correct_faster", "correct_unstable"), r["flags"]
+    assert r["speedup"] < 10, r["speedup"]
 
 
 def test_constant_reference_does_not_fail_an_honest_candidate(run_eval):

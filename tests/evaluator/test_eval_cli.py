@@ -22,7 +22,7 @@ def test_eval_prints_and_writes_the_record(build_dir, tmp_path):
     assert p.returncode == 0, p.stderr
     printed = json.loads(p.stdout)
     assert printed == json.loads(out.read_text())
-    assert printed["category"] == "wrong_output" and printed["schema"] == "kernelsweep/eval/1"
+    assert printed["category"] == "wrong_output" and printed["schema"] == "kernelsweep/eval/2"
     assert printed["error"]["log"] == str(tmp_path / "logs" / "candidate.log")
 
 

@@ -55,7 +55,9 @@ def test_hang_kills_the_whole_group_then_a_healthy_evaluation(run_eval, cpu_libr
 def test_a_process_that_leaves_the_group_is_killed_too(run_eval, tmp_path, escape):
     # A new session or group puts the sleeper outside the worker's process group, where a
     # group kill cannot reach it; left alive, it would keep the device busy under the
-    # next candidate's timing. The harness adopts such orphans and kills them.
+    # next candidate's timing. Confined, the worker is PID 1 of its own PID namespace and
+    # the kernel kills everything in it with the worker (no stray is left to flag);
+    # unconfined, the harness adopts such orphans and kills them (stray_processes).
     marker = f"{900 + random.random():.9f}"
     candidate = tmp_path / "escapes_the_group.py"
     candidate.write_text(textwrap.dedent(f"""
@@ -73,7 +75,8 @@ def test_a_process_that_leaves_the_group_is_killed_too(run_eval, tmp_path, escap
                 return a + b
     """))
     r = run_eval("add", candidate)
-    assert r["category"] == "no_custom_kernel" and "stray_processes" in r["flags"]
+    assert r["category"] == "no_custom_kernel"
+    assert ("stray_processes" in r["flags"]) == (r["provenance"]["confinement"] == "none")
     assert _processes_with(marker) == []
     r = run_eval("add", "pytorch_only")  # the next candidate runs as usual and is not blamed
     assert r["category"] == "no_custom_kernel" and "stray_processes" not in r["flags"]

@@ -13,7 +13,8 @@ import torch
 
 from evaluator_paths import CPU, shared_dir
 
-from kernelsweep.evaluator import classify, compare, diagnostics, harness, source
+from kernelsweep.evaluator import classify, compare, diagnostics, source
+from kernelsweep.evaluator.workers import failures
 
 
 # --------------------------------------------------------------- source ---
@@ -165,7 +166,7 @@ def _described(fn, **kw) -> dict:
     try:
         fn()
     except BaseException as exc:  # noqa: BLE001
-        return harness.describe_exception(exc, "trials", **kw)
+        return failures.describe_exception(exc, "trials", **kw)
     raise AssertionError("no exception")
 
 
@@ -198,9 +199,9 @@ def test_cuda_error_codes_from_messages():
     class FakeAccel(RuntimeError):
         pass
 
-    assert harness.cuda_error_name(FakeAccel("CUDA error: an illegal memory access was encountered\n"
+    assert failures.cuda_error_name(FakeAccel("CUDA error: an illegal memory access was encountered\n"
                                              "Search for `cudaErrorIllegalAddress' in ...")) == "cudaErrorIllegalAddress"
-    assert harness.cuda_error_name(FakeAccel("CUDA error: misaligned address")) == "cudaErrorMisalignedAddress"
+    assert failures.cuda_error_name(FakeAccel("CUDA error: misaligned address")) == "cudaErrorMisalignedAddress"
     info = {"type": "torch.AcceleratorError", "mro": ["torch.AcceleratorError", "RuntimeError"],
             "message": "CUDA error: an illegal memory access", "cuda_error": "cudaErrorIllegalAddress"}
     assert classify.classify_exception(info).category == "crash"

@@ -61,15 +61,30 @@ def test_stopped_turn_never_calls_the_model(tmp_path, refused_url):
         assert (tmp_path / "t1" / f"c{i}" / "candidate.py").read_text() == ""
 
 
-def test_failed_call_is_recorded_and_exits_zero(tmp_path, refused_url):
-    spec = {"backend": "openai", "base_url": refused_url, "model": "m", "max_retries": 1, "backoff_s": 0.01}
+def test_unanswered_call_writes_nothing_and_fails(tmp_path, refused_url):
+    spec = {"backend": "openai", "base_url": refused_url, "model": "m", "max_retries": 1, "backoff_s": 0.01,
+            "wait_s": 0}
     proc = generate(spec, prompt_file(tmp_path, n=2), tmp_path / "t0")
+    assert proc.returncode == 3, proc.stderr
+    assert "outage, not a result" in proc.stderr and f"no answer from the server at {refused_url}" in proc.stderr
+    assert "after 2 attempt(s)" in proc.stderr and "ConnectError" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not [p for p in (tmp_path / "t0").rglob("*") if p.is_file()]  # no record: the next run retries
+
+
+def test_refused_request_is_recorded_as_the_models_outcome(tmp_path, scripted_server):
+    from kernelsweep.models.records import outage
+
+    server = scripted_server((400, {"error": {"message": "prompt is longer than the context"}}))
+    proc = generate({"backend": "openai", "base_url": server.url, "model": "m"}, prompt_file(tmp_path, n=2),
+                    tmp_path / "t0")
     assert proc.returncode == 0, proc.stderr
     assert "recorded as failed" in proc.stderr
     for i in range(2):
         record = read(tmp_path / "t0" / f"c{i}" / "response.json")
         assert record["status"] == "failed" and record["error"]["type"] == "GenerationFailed"
-        assert "after 2 attempt(s)" in record["error"]["message"] and "ConnectError" in record["error"]["message"]
+        assert "HTTP 400: prompt is longer" in record["error"]["message"]
+        assert outage(record) is None  # a result: never retired as stale
         assert record["extraction"] is None and record["model"]["model_id"] == "m"
         assert (tmp_path / "t0" / f"c{i}" / "candidate.py").read_text() == ""
 

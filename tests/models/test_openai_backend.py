@@ -1,14 +1,18 @@
-"""The openai backend against real sockets on 127.0.0.1: retries, refusals,
-unknown models, n per request or concurrent requests, completions mode."""
+"""The openai backend against real sockets on 127.0.0.1: retries and the
+bounded wait for a server that gives no answer (an outage), refusals (a
+result), unknown models, n per request or concurrent requests, completions mode."""
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
+from http.server import ThreadingHTTPServer
 
 import pytest
 
-from kernelsweep.models import GenerationFailed, ModelSetupError, load_backend
-from kernelsweep.models.prompting import render_plain_prompt
+from kernelsweep.models import GenerationFailed, InfrastructureFailure, ModelSetupError, load_backend
+from kernelsweep.models.messages import render_plain_prompt
 from kernelsweep.seeds import seed_for
 
 from model_helpers import MESSAGES, chat_reply, make_key
@@ -16,7 +20,7 @@ from model_helpers import MESSAGES, chat_reply, make_key
 
 def backend(url, **over):
     spec = {"backend": "openai", "base_url": url, "model": "m", "max_retries": 3, "backoff_s": 0.01,
-            "timeout_s": 5, **over}
+            "timeout_s": 5, "wait_s": 0, **over}
     return load_backend("m", spec)
 
 
@@ -28,11 +32,12 @@ def call(b, n=1, **over):
 def test_refused_connection_fails_after_bounded_retries(refused_url):
     b = backend(refused_url, max_retries=2, backoff_s=0.05)
     start = time.monotonic()
-    with pytest.raises(GenerationFailed) as err:
+    with pytest.raises(InfrastructureFailure) as err:
         call(b)
     elapsed = time.monotonic() - start
     assert "after 3 attempt(s)" in str(err.value) and "ConnectError" in str(err.value)
-    assert refused_url in str(err.value)
+    assert f"no answer from the server at {refused_url}" in str(err.value)
+    assert "rerun the same command" in str(err.value) and "models.m.base_url" in str(err.value)
     assert elapsed >= 0.05 + 0.1  # backoff 0.05 then 0.1: exponential
 
 
@@ -52,9 +57,49 @@ def test_429_is_retried(scripted_server):
 
 def test_always_500_gives_up_with_the_server_message(scripted_server):
     server = scripted_server((500, {"error": {"message": "CUDA out of memory"}}))
-    with pytest.raises(GenerationFailed, match="after 4 attempt.*HTTP 500: CUDA out of memory"):
+    with pytest.raises(InfrastructureFailure, match="after 4 attempt.*HTTP 500: CUDA out of memory"):
         call(backend(server.url))
     assert len(server.posts()) == 4
+
+
+def test_wait_s_bounds_the_wait_for_a_server_that_stays_down(refused_url):
+    b = backend(refused_url, max_retries=0, backoff_s=0.1, wait_s=1.0)
+    start = time.monotonic()
+    with pytest.raises(InfrastructureFailure, match="over 1 s: ConnectError"):
+        call(b)
+    elapsed = time.monotonic() - start
+    assert 0.7 <= elapsed < 3.0  # waited about wait_s, then gave up
+
+
+def test_a_server_that_comes_back_within_wait_s_is_waited_for():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    from model_helpers import ScriptedServer, models_listing
+
+    late = ScriptedServer([chat_reply("back")], models_listing("m"))
+    late.httpd.server_close()  # re-created on the chosen port once the "restart" is over
+
+    def restart():
+        time.sleep(1.0)
+        late.httpd = ThreadingHTTPServer(("127.0.0.1", port), late.httpd.RequestHandlerClass)
+        late.httpd.serve_forever()
+
+    threading.Thread(target=restart, daemon=True).start()
+    try:
+        start = time.monotonic()
+        (completion,) = call(backend(f"http://127.0.0.1:{port}/v1", max_retries=0, backoff_s=0.1, wait_s=30))
+        assert completion.text == "back" and time.monotonic() - start >= 0.9
+    finally:
+        time.sleep(0.1)
+        late.httpd.shutdown()
+        late.httpd.server_close()
+
+
+def test_invalid_json_is_an_outage_not_a_result(scripted_server):
+    server = scripted_server(lambda request: (200, "<html>bad gateway</html>"))
+    with pytest.raises(InfrastructureFailure, match="invalid JSON"):
+        call(backend(server.url))
 
 
 def test_unknown_model_in_listing_is_a_setup_error(scripted_server):

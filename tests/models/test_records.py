@@ -1,6 +1,7 @@
 """How response records map to model calls: final.json and the report count
 with the same rule, so their tallies can be compared."""
 
+from kernelsweep.layout import Key
 from kernelsweep.models.records import model_calls, token_usage
 from kernelsweep.stages.final import finalize
 
@@ -34,7 +35,7 @@ def test_final_tallies_follow_the_same_rule():
                                                                                 latency=2.0),
                  _record("t1", prompt=50, completion=None, latency=1.0)]
     roles = [_record("r", role="analyzer", prompt=7, completion=3, latency=0.5)]
-    final = finalize("m/zero_shot/L1-001/0", {"best": None}, responses, [], roles)
+    final = finalize(Key("m", "zero_shot", "L1-001", 0), {"best": None}, responses, [], roles)
     assert final["llm_calls"] == 3
     assert final["tokens"] == {"prompt": 157, "completion": 43}
     assert final["generation_s"] == 3.5

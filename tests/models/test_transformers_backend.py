@@ -10,7 +10,7 @@ import pytest
 from model_helpers import MESSAGES, make_key
 
 from kernelsweep.models import ModelSetupError, load_backend
-from kernelsweep.models.prompting import render_plain_prompt
+from kernelsweep.models.messages import render_plain_prompt
 
 TOKENS = 8  # ~1-10 tokens/s on a shared 2-core machine: keep calls short
 

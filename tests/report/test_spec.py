@@ -83,3 +83,24 @@ def test_study_file_errors(tmp_path):
     good = tmp_path / "study.json"
     good.write_text(json.dumps(SMALL_STUDY))
     assert load_study(good).device == "cpu"
+
+
+def test_the_manifest_of_a_resolved_config_is_the_study_the_report_reads(tmp_path):
+    import subprocess
+    import sys
+
+    import yaml
+
+    from kernelsweep.study import REPO_ROOT, validate_config
+
+    config = validate_config(yaml.safe_load((REPO_ROOT / "config" / "paper.yaml").read_text()))
+    task = tmp_path / "L2-001.json"
+    task.write_text(json.dumps({"id": "L2-001", "level": 2, "name": "1_Conv", "code": "x"}))
+    out = tmp_path / "study.json"
+    subprocess.run([sys.executable, "-m", "kernelsweep", "manifest", "--config", json.dumps(config),
+                    "--tasks", str(task), "--out", str(out)], check=True)
+    spec = load_study(out)
+    assert (spec.device, spec.samples, spec.ablation_base) == ("cuda", 1, "agentic")
+    assert spec.methods == config["methods"] and spec.models == config["models"] and spec.config == config
+    assert spec.baseline_modes == tuple(config["baseline"]["modes"]) and spec.equivalence_margin == 0.01
+    assert [(t.id, t.level, t.name) for t in spec.tasks] == [("L2-001", 2, "1_Conv")]

@@ -8,7 +8,8 @@ import pytest
 
 from kernelsweep.fileio import sha256_text, write_json
 from kernelsweep.stages.select import select
-from kernelsweep.strategies import build_prompt, retrieval_queries
+from kernelsweep.prompting.strategies import build_prompt, retrieval_queries
+from kernelsweep import layout
 from kernelsweep.study import STRATEGY_DEFAULTS, resolve_method
 
 DEMO = Path(__file__).resolve().parents[2] / "src" / "kernelsweep" / "demo_tasks"
@@ -69,17 +70,17 @@ def test_guided_adds_profile_and_competence_rule(task_file, profile_file):
 
 
 def test_iterative_later_turn_shows_best_code_and_report(task_file, tmp_path):
-    cand = tmp_path / "t0" / "c0"
+    cand = tmp_path / layout.CAND.format(model="m", method="m", task="L1-001", sample=0, turn=0, cand=0)
     cand.mkdir(parents=True)
     (cand / "candidate.py").write_text("import torch\nclass ModelNew: pass  # marker-123\n")
     (cand / "eval.json").write_text(json.dumps({
         "category": "compile_error", "compiled": False, "correct": False, "custom_kernel": False, "speedup": None,
         "error": {"type": "CompileError", "message": "main.cpp:3:1: error: 'foo' was not declared in this scope"}}))
     selection = select(0, [str(cand / "eval.json")], None, "faster", last=False)
-    write_json(tmp_path / "t0" / "select.json", selection)
+    write_json(cand.parent / "select.json", selection)
     s = spec("iterative")
     s["key"]["turn"] = "1"
-    text = user_text(build_prompt(s, {"task": str(task_file[0]), "previous": str(tmp_path / "t0" / "select.json")}))
+    text = user_text(build_prompt(s, {"task": str(task_file[0]), "previous": str(cand.parent / "select.json")}))
     assert "marker-123" in text and "compile_error" in text and "'foo' was not declared" in text
     assert "improved, complete ModelNew" in text
 
@@ -106,7 +107,7 @@ def test_role_prompts(task_file, tmp_path):
     assert "QUERY:" in user_text(analyzer) and analyzer["params"]["n"] == 1
     assert analyzer["params"]["temperature"] == 0.0  # roles sample at the model's temperature
 
-    cand = tmp_path / "t0" / "c0"
+    cand = tmp_path / layout.CAND.format(model="m", method="m", task="L1-001", sample=0, turn=0, cand=0)
     cand.mkdir(parents=True)
     (cand / "candidate.py").write_text("class ModelNew: pass  # marker-456\n")
     (cand / "eval.json").write_text(json.dumps({"category": "wrong_output", "correct": False, "compiled": True,

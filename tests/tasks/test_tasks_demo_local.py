@@ -92,6 +92,19 @@ def test_cli_write_and_list_with_a_config_file(kernelbench, tmp_path):
     assert json.loads(out.read_text())["source"]["kind"] == "local"
 
 
+def test_cli_write_with_the_workflow_selection_then_the_reference_module(tmp_path):
+    out = tmp_path / "tasks" / "L0-002.json"
+    selection = json.dumps({"source": "demo", "levels": [0], "ids": "all"})
+    proc = run_cli("write", "--selection", selection, "--task", "L0-002", "--out", str(out), "--no-validate")
+    assert proc.returncode == 0, proc.stderr
+    module = out.with_suffix(".py")
+    proc = run_cli("reference", str(out), "--out", str(module))
+    assert proc.returncode == 0, proc.stderr
+    assert module.read_text() == json.loads(out.read_text())["code"]
+    proc = run_cli("list", "--selection", selection, "--config", str(tmp_path / "c.yaml"))
+    assert proc.returncode == 2 and "not allowed with argument" in proc.stderr
+
+
 def test_cli_errors_are_one_line_without_traceback(tmp_path):
     cases = [
         (["list"], "no selection"),

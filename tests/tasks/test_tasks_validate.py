@@ -191,3 +191,18 @@ def test_cli_validate_lists_each_task(checkout):
     assert "Traceback" not in proc.stderr
     proc = run_cli("validate", "--file", str(checkout / "level1" / "1_Good.py"))
     assert proc.returncode == 0 and "\tok\t" in proc.stdout
+
+
+def test_a_task_zeros_would_pass_is_flagged_at_validation():
+    """Issue 15, family 8: a softmax over 4,000,000 values (each below the
+    fp32 atol) is flagged; an ordinary task is not. The child's threshold is the
+    evaluator's fp32 atol."""
+    from kernelsweep.evaluator.settings import TOLERANCES
+    from kernelsweep.tasks.check_child import DEGENERATE_ATOL
+
+    assert DEGENERATE_ATOL == TOLERANCES["fp32"][0]
+    softmax = HEADER + ("\nclass Model(nn.Module):\n    def forward(self, x):\n        return torch.softmax(x, dim=1)\n"
+                        "\ndef get_inputs():\n    return [torch.randn(1, 4000000)]\n\ndef get_init_inputs():\n    return []\n")
+    flagged = validate_reference(softmax, "L9-002")["warnings"]
+    assert any(w.startswith("degenerate tolerance") for w in flagged), flagged
+    assert validate_reference(reference(3), "L9-001")["warnings"] == []

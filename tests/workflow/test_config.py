@@ -78,6 +78,15 @@ def test_method_presets_and_overrides():
         assert diff == {flag}, (name, diff)
 
 
+def test_agentic_role_flags_resolve_false_outside_the_agentic_strategy():
+    config = demo_config()
+    config["methods"] = {"it": {"strategy": "iterative", "feedback": True, "analyzer": True},
+                         "ag": {"strategy": "agentic", "researcher": False}}
+    methods = validate_config(config)["methods"]
+    assert not (methods["it"]["feedback"] or methods["it"]["analyzer"] or methods["it"]["researcher"])
+    assert methods["ag"]["analyzer"] and methods["ag"]["feedback"] and not methods["ag"]["researcher"]
+
+
 def test_defaults_filled_without_mutating_input():
     config = demo_config()
     before = copy.deepcopy(config)
@@ -99,4 +108,15 @@ def test_paper_study_plans_thirty_tasks_offline(monkeypatch):
     study = load_study(paper_config())
     assert len(study.task_ids) == 30
     assert study.task_ids[0] == "L1-001" and study.task_ids[-1] == "L3-010"
-    assert len(study.methods) == 11
+    assert len(study.methods) == 23  # 11 of the four strategies, react and its 11 ablations
+    assert sum(m["strategy"] == "react" for m in study.methods.values()) == 12
+
+
+def test_react_guard_needing_a_disabled_tool_is_refused():
+    config = paper_config()
+    config["methods"] = {"bad": {"strategy": "react", "profiler": False}}
+    with pytest.raises(ConfigError, match=r"methods\.bad\.force_profile.*profiler"):
+        validate_config(config)
+    config["methods"] = {"ok": {"strategy": "react", "profiler": False, "force_profile": None,
+                                "repeat_error": 3, "repeat_error_action": "inject"}}
+    assert validate_config(config)["methods"]["ok"]["max_submissions"] == 4

@@ -61,7 +61,7 @@ def test_timing_devices_reach_every_timed_job(tmp_path):
     path.write_text(yaml.safe_dump(config))
     proc = run(["-n", "-p", "--configfile", str(path)])
     assert proc.returncode == 0, proc.stderr + proc.stdout
-    timed = [line for line in proc.stdout.splitlines() if "kernelsweep.gpu_slots run" in line]
+    timed = [line for line in proc.stdout.splitlines() if "kernelsweep gpu-slots run" in line]
     counts = job_counts(proc.stdout)
     assert len(timed) == counts["evaluate"] + counts["profile"] + counts["baseline"]
     assert all("--gpus auto --devices 1,2 --" in line for line in timed)

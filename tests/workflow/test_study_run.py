@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from kernelsweep.study import REPO_ROOT
+from kernelsweep.verdict import SUCCESS_CATEGORIES
 
 HERE = Path(__file__).parent / "replay_study"
 KERNEL = (HERE / "fused_chain.py").read_text()
@@ -119,7 +120,8 @@ def test_every_cell_has_its_final_verdict(finished_study):
     tmp, _ = finished_study
     zero = final(tmp, "zero_shot")
     assert zero["status"] == "evaluated" and zero["result"]["custom_kernel"] and zero["result"]["correct"]
-    assert zero["result"]["category"] in ("correct_faster", "correct_tie", "correct_slower")
+    # Any success category: on a loaded CI machine the timing may be too spread for a verdict.
+    assert zero["result"]["category"] in SUCCESS_CATEGORIES
 
     iterative = final(tmp, "iterative")
     assert iterative["best"] == {"turn": 1, "cand": 0}  # the kernel beats the plain rewrite

@@ -13,6 +13,8 @@ _SRC = Path(workflow.basedir, "src")
 if str(_SRC) not in sys.path:  # a plain checkout works without `pip install -e .` for planning
     sys.path.insert(0, str(_SRC))
 
+from kernelsweep import layout  # noqa: E402
+from kernelsweep.models.checkpoint import MARKER as PREPARED_MARKER  # noqa: E402
 from kernelsweep.study import ConfigError, load_study  # noqa: E402
 from kernelsweep.tasks import TaskError  # noqa: E402
 
@@ -22,6 +24,29 @@ except (ConfigError, TaskError) as error:
     raise WorkflowError(str(error)) from None
 
 RES = STUDY.results
+
+# Outages are never results (README, "Outages are never results"). Only in the
+# main process: a cluster job parses this file again and must leave results alone.
+from kernelsweep import check as preflight, stale  # noqa: E402
+
+if workflow.is_main_process:
+    # A full disk fails every job with an empty log (the log cannot be written either).
+    if preflight.free_bytes(RES) < preflight.FULL_DISK_BYTES:
+        raise WorkflowError(f"kernelsweep: {preflight.disk_note(RES)}")
+    # Outage records written by earlier versions: moved to {results}/stale/, redone.
+    try:
+        _RETIRED = stale.retire(RES)
+    except OSError as error:
+        raise WorkflowError(f"kernelsweep: cannot move stale records aside: {error}") from None
+    if _RETIRED:
+        print(
+            f"kernelsweep: {len(_RETIRED)} response record(s) held an outage, not a model's answer; "
+            f"moved to {RES}/stale/, their calls are redone:",
+            file=sys.stderr,
+        )
+        for _path, _reason in _RETIRED[:10]:
+            print(f"  {_path}: {_reason[:200]}", file=sys.stderr)
+
 DEVICE = STUDY.device
 METHODS = STUDY.methods
 MODELS = STUDY.config["models"]
@@ -49,21 +74,25 @@ GEN_ENV = (
 # Timing jobs claim a device slot (a distinct GPU per job, CUDA_VISIBLE_DEVICES
 # set); on the CPU the single slot serialises timings so they never share cores.
 # Locks live under {results} locally and on node-local /tmp inside SLURM jobs.
-# Arguments of `kernelsweep.gpu_slots run` (the timed rules' wrapper).
+# Arguments of `kernelsweep gpu-slots run` (the timed rules' wrapper).
 SLOTS = f"--results {shlex.quote(str(RES))} --gpus {'auto' if DEVICE == 'cuda' else 'cpu'}"
 if STUDY.config["timing_devices"]:
     SLOTS += " --devices " + ",".join(map(str, STUDY.config["timing_devices"]))
 TIMING_RESOURCE = {"gpu": 1} if DEVICE == "cuda" else {"cpu_timer": 1}
-PREPARED_MARKER = ".kernelsweep-prepared"
 
 
 def res(path):
     return f"{RES}/{path}"
 
 
-CELL = res("runs/{model}/{method}/{task}/s{sample}")
-TURN = f"{CELL}/t{{turn}}"
-CAND = f"{TURN}/c{{cand}}"
+CELL = res(layout.CELL)
+TURN = res(layout.TURN)
+CAND = res(layout.CAND)
+
+
+def turn_cand(c, name):
+    """A file of candidate c of a turn (the other wildcards are left to the rule)."""
+    return f"{CAND.replace('{cand}', str(c))}/{name}"
 
 
 def cell(path):
@@ -80,11 +109,11 @@ def cand(path):
 
 def cell_log(stage, suffix):
     """{results}/logs/{stage}/{model}/{method}/{task}/s{sample}/{suffix}"""
-    return res(f"logs/{stage}/{{model}}/{{method}}/{{task}}/s{{sample}}/{suffix}")
+    return res(f"logs/{stage}/{layout.CELL_KEY}/{suffix}")
 
 
 def cell_benchmark(stage, suffix):
-    return res(f"benchmarks/{stage}/{{model}}/{{method}}/{{task}}/s{{sample}}/{suffix}")
+    return res(f"benchmarks/{stage}/{layout.CELL_KEY}/{suffix}")
 
 
 def _alternatives(names):
@@ -94,11 +123,7 @@ def _alternatives(names):
 wildcard_constraints:
     model=_alternatives(STUDY.models),
     method=_alternatives(METHODS),
-    task=r"L\d-\d{3}",
-    sample=r"\d+",
-    turn=r"\d+",
-    cand=r"\d+",
-    device=r"cpu|cuda",
+    **layout.WILDCARDS,
 
 
 def as_json(obj):
@@ -110,10 +135,6 @@ def method_of(wildcards):
     return METHODS[wildcards.method]
 
 
-def is_agentic(m):
-    return m["strategy"] == "agentic"
-
-
 def fill(template, wildcards, **values):
     """A path template with the cell's wildcards and the given turn/cand filled in."""
     known = {k: getattr(wildcards, k) for k in ("model", "method", "task", "sample", "turn") if hasattr(wildcards, k)}
@@ -121,26 +142,41 @@ def fill(template, wildcards, **values):
 
 
 def methods_with_n(n):
-    return _alternatives(name for name, m in METHODS.items() if m["n"] == n)
+    # react cells are one trajectory job (react.smk), not turns of candidates
+    return _alternatives(name for name, m in METHODS.items() if m["n"] == n and m["strategy"] != "react")
 
 
-# -- tasks -------------------------------------------------------------------
+# -- react (the tool-using agent, react.smk) ------------------------------------
+
+REACT_METHODS = [name for name, m in METHODS.items() if m["strategy"] == "react"]
 
 
-def selection_flags(selection):
-    """The config's tasks: selection as `kernelsweep tasks` flags."""
-    flags = []
-    for key in ("source", "path", "repo", "revision", "cache_dir", "names"):
-        if selection.get(key) is not None:
-            flags.append(f"--{key.replace('_', '-')} {shlex.quote(str(selection[key]))}")
-    if selection.get("levels"):
-        levels = ",".join(map(str, selection["levels"]))
-        flags.append(f"--levels {levels}")
-    ids = selection.get("ids", "all")
-    ids = ids if isinstance(ids, str) else ",".join(map(str, ids))
-    flags.append(f"--ids {shlex.quote(ids)}")
-    flags.append(f"--repo-root {shlex.quote(str(workflow.basedir))}")
-    return " ".join(flags)
+def react_spec(wildcards):
+    """Everything a trajectory needs besides its input files (kernelsweep.agent.cell)."""
+    return as_json(
+        {
+            "model": wildcards.model,
+            "model_spec": MODELS[wildcards.model],
+            "method": wildcards.method,
+            "method_flags": METHODS[wildcards.method],
+            "task": wildcards.task,
+            "sample": int(wildcards.sample),
+            "device": DEVICE,
+            "precision": STUDY.config["precision"],
+            "evaluation": STUDY.config["evaluation"],
+            "profile_timeout_s": STUDY.config["profile"]["timeout_s"],
+            "corpus": STUDY.config["corpus"],
+            "build_dir": BUILD,
+            "slots": {
+                "results": RES,
+                "gpus": "auto" if DEVICE == "cuda" else "cpu",
+                "devices": ",".join(map(str, STUDY.config["timing_devices"] or [])) or None,
+            },
+        }
+    )
+
+
+# -- reference ---------------------------------------------------------------
 
 
 def profile_peaks():
@@ -164,6 +200,11 @@ PREPARED_CHECKPOINTS = sorted({m["path"] for m in MODELS.values() if m.get("prep
 # -- strategies ----------------------------------------------------------------
 
 
+def role_file(role, name):
+    """A file of an agentic role's folder (analyzer, researcher: per cell; feedback: per turn)."""
+    return res(f"{layout.ROLE_DIRS[role]}/{name}")
+
+
 def prompt_spec(wildcards, role):
     """Everything a prompt builder needs besides its input files."""
     return as_json(
@@ -180,26 +221,28 @@ def prompt_spec(wildcards, role):
     )
 
 
+# The role flags are resolved by the study (kernelsweep.study.resolve_method): a
+# method's analyzer/researcher/feedback is true only where the role runs.
 def role_inputs(wildcards, role=None):
     """Files a generator prompt (role None) or an agentic role's prompt reads."""
     m = method_of(wildcards)
-    found = {"task": res(f"tasks/{wildcards.task}.json")}
+    found = {"task": res(layout.TASK.format(task=wildcards.task))}
     if m["profile"]:
-        found["profile"] = res(f"profile/{DEVICE}/{wildcards.task}.json")
+        found["profile"] = res(layout.PROFILE.format(device=DEVICE, task=wildcards.task))
     if role is None:
         t = int(wildcards.turn)
         if t > 0:
-            found["previous"] = fill(turn("select.json"), wildcards, turn=t - 1)
-            if is_agentic(m) and m["feedback"]:
-                found["feedback"] = fill(turn("feedback/response.json"), wildcards, turn=t - 1)
-        if is_agentic(m) and m["analyzer"]:
-            found["analysis"] = fill(cell("roles/analyzer/response.json"), wildcards)
-        if is_agentic(m) and m["researcher"]:
-            found["brief"] = fill(cell("roles/researcher/response.json"), wildcards)
+            found["previous"] = fill(turn(layout.SELECT), wildcards, turn=t - 1)
+            if m["feedback"]:
+                found["feedback"] = fill(role_file("feedback", layout.RESPONSE), wildcards, turn=t - 1)
+        if m["analyzer"]:
+            found["analysis"] = fill(role_file("analyzer", layout.RESPONSE), wildcards)
+        if m["researcher"]:
+            found["brief"] = fill(role_file("researcher", layout.RESPONSE), wildcards)
     elif role == "researcher" and m["analyzer"]:
-        found["analysis"] = fill(cell("roles/analyzer/response.json"), wildcards)
+        found["analysis"] = fill(role_file("analyzer", layout.RESPONSE), wildcards)
     elif role == "feedback":
-        found["selection"] = fill(turn("select.json"), wildcards)
+        found["selection"] = fill(turn(layout.SELECT), wildcards)
     return found
 
 
@@ -213,9 +256,9 @@ def role_rule_inputs(role):
 
 def select_inputs(wildcards):
     m, t = method_of(wildcards), int(wildcards.turn)
-    found = {"evals": [fill(cand("eval.json"), wildcards, cand=c) for c in range(m["n"])]}
+    found = {"evals": [fill(cand(layout.EVAL), wildcards, cand=c) for c in range(m["n"])]}
     if t > 0:
-        found["previous"] = fill(turn("select.json"), wildcards, turn=t - 1)
+        found["previous"] = fill(turn(layout.SELECT), wildcards, turn=t - 1)
     return found
 
 
@@ -223,17 +266,13 @@ def final_inputs(wildcards):
     m = method_of(wildcards)
     turns = range(m["turns"])
     per_cand = [(t, c) for t in turns for c in range(m["n"])]
-    roles = []
-    if is_agentic(m) and m["analyzer"]:
-        roles.append(fill(cell("roles/analyzer/response.json"), wildcards))
-    if is_agentic(m) and m["researcher"]:
-        roles.append(fill(cell("roles/researcher/response.json"), wildcards))
-    if is_agentic(m) and m["feedback"]:
-        roles += [fill(turn("feedback/response.json"), wildcards, turn=t) for t in turns[:-1]]
+    roles = [fill(role_file(r, layout.RESPONSE), wildcards) for r in ("analyzer", "researcher") if m[r]]
+    if m["feedback"]:
+        roles += [fill(role_file("feedback", layout.RESPONSE), wildcards, turn=t) for t in turns[:-1]]
     return {
-        "selection": fill(turn("select.json"), wildcards, turn=m["turns"] - 1),
-        "responses": [fill(cand("response.json"), wildcards, turn=t, cand=c) for t, c in per_cand],
-        "evals": [fill(cand("eval.json"), wildcards, turn=t, cand=c) for t, c in per_cand],
+        "selection": fill(turn(layout.SELECT), wildcards, turn=m["turns"] - 1),
+        "responses": [fill(cand(layout.RESPONSE), wildcards, turn=t, cand=c) for t, c in per_cand],
+        "evals": [fill(cand(layout.EVAL), wildcards, turn=t, cand=c) for t, c in per_cand],
         "roles": roles,
     }
 
@@ -252,33 +291,19 @@ def evaluation_args():
 
 # -- report ------------------------------------------------------------------
 
-FINALS = [cell("final.json").format(**c) for c in STUDY.cells()]
+FINALS = [cell(layout.FINAL).format(**c) for c in STUDY.cells()]
 # Every evaluation is a target of its own: Snakemake does not regenerate a deleted
 # intermediate file whose consumers are up to date, and a deleted eval.json must
 # come back (with what depends on it).
 EVALS = [
-    cand("eval.json").format(**c, turn=t, cand=k)
+    cand(layout.EVAL).format(**c, turn=t, cand=k)
     for c in STUDY.cells()
+    if METHODS[c["method"]]["strategy"] != "react"  # a react cell's eval.json comes with its final.json
     for t in range(METHODS[c["method"]]["turns"])
     for k in range(METHODS[c["method"]]["n"])
 ]
-BASELINES = [res(f"baseline/{DEVICE}/{t}.json") for t in STUDY.task_ids]
-TASK_FILES = [res(f"tasks/{t}.json") for t in STUDY.task_ids]
-REPORT_OUTPUTS = [res("report/REPORT.md")]
+BASELINES = [res(layout.BASELINE.format(device=DEVICE, task=t)) for t in STUDY.task_ids]
+TASK_FILES = [res(layout.TASK.format(task=t)) for t in STUDY.task_ids]
+REPORT_OUTPUTS = [res(layout.REPORT)]
 REPORT_TABLES = ("headline", "levels", "ablation", "best_of_n", "taxonomy", "per_task")
 REPORT_FIGURES = ("best_of_n", "speedup_cdf", "success_vs_attempts", "success_vs_tokens", "level_heatmap")
-
-
-def study_manifest():
-    return as_json(
-        {
-            "device": DEVICE,
-            "precision": STUDY.config["precision"],
-            "models": MODELS,
-            "methods": METHODS,
-            "ablation_base": STUDY.config["report"]["ablation_base"],
-            "samples": STUDY.samples,
-            "baseline_modes": STUDY.config["baseline"]["modes"],
-            "config": STUDY.config,
-        }
-    )

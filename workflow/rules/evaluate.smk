@@ -1,5 +1,5 @@
 # Stages 6-7: compile on CPU cores (no GPU held), then evaluate on a claimed
-# device slot. The build cache is keyed by the candidate's source hash, so the
+# device slot. The build cache is keyed by the candidate's hash, so the
 # evaluation finds the extension already built.
 
 
@@ -10,14 +10,14 @@ for _n in sorted({m["n"] for m in METHODS.values()}):
         name:
             f"compile_n{_n}"
         input:
-            candidates=[f"{TURN}/c{c}/candidate.py" for c in range(_n)],
-            responses=[f"{TURN}/c{c}/response.json" for c in range(_n)],
+            candidates=[turn_cand(c, layout.CANDIDATE) for c in range(_n)],
+            responses=[turn_cand(c, layout.RESPONSE) for c in range(_n)],
         output:
-            [f"{TURN}/c{c}/build.json" for c in range(_n)],
+            [turn_cand(c, layout.BUILD) for c in range(_n)],
         log:
-            cell_log("compile", "t{turn}.log"),
+            cell_log("compile", f"{layout.TURN_DIR}.log"),
         benchmark:
-            cell_benchmark("compile", "t{turn}.tsv")
+            cell_benchmark("compile", f"{layout.TURN_DIR}.tsv")
         wildcard_constraints:
             method=methods_with_n(_n),
         threads: min(_n, 4)
@@ -29,24 +29,24 @@ for _n in sorted({m["n"] for m in METHODS.values()}):
         conda:
             TIMING_ENV
         shell:
-            "TORCH_CUDA_ARCH_LIST={params.arch:q} $KERNELSWEEP_PYTHON -m kernelsweep.stages.evaluate compile "
+            "TORCH_CUDA_ARCH_LIST={params.arch:q} $KERNELSWEEP_PYTHON -m kernelsweep compile-turn "
             "--candidates {input.candidates} --device {params.device} --jobs {threads} "
             "--build-dir {params.build} --timeout {params.timeout} > {log} 2>&1"
 
 
 rule evaluate:
     input:
-        candidate=cand("candidate.py"),
-        response=cand("response.json"),
-        build=cand("build.json"),
-        reference=res("tasks/{task}.py"),
-        task=res("tasks/{task}.json"),
+        candidate=cand(layout.CANDIDATE),
+        response=cand(layout.RESPONSE),
+        build=cand(layout.BUILD),
+        reference=res(layout.REFERENCE),
+        task=res(layout.TASK),
     output:
-        cand("eval.json"),
+        cand(layout.EVAL),
     log:
-        cell_log("evaluate", "t{turn}/c{cand}.log"),
+        cell_log("evaluate", f"{layout.TURN_DIR}/{layout.CAND_DIR}.log"),
     benchmark:
-        res("benchmarks/evaluate/{model}/{method}/{task}/s{sample}/t{turn}/c{cand}.tsv")
+        cell_benchmark("evaluate", f"{layout.TURN_DIR}/{layout.CAND_DIR}.tsv")
     params:
         args=evaluation_args(),
         arch=STUDY.config["cuda_arch"],
@@ -57,8 +57,8 @@ rule evaluate:
     conda:
         TIMING_ENV
     shell:
-        "TORCH_CUDA_ARCH_LIST={params.arch:q} $KERNELSWEEP_PYTHON -m kernelsweep.gpu_slots run {params.slots} -- "
-        "$KERNELSWEEP_PYTHON -m kernelsweep.stages.evaluate evaluate "
+        "TORCH_CUDA_ARCH_LIST={params.arch:q} $KERNELSWEEP_PYTHON -m kernelsweep gpu-slots run {params.slots} --late -- "
+        "$KERNELSWEEP_PYTHON -m kernelsweep evaluate-candidate "
         "--candidate {input.candidate} --response {input.response} --build {input.build} "
         "--reference {input.reference} --task {input.task} {params.args} --build-dir {params.build} "
         "--out {output} > {log} 2>&1"

@@ -4,9 +4,9 @@
 
 rule profile:
     input:
-        res("tasks/{task}.py"),
+        res(layout.REFERENCE),
     output:
-        res("profile/{device}/{task}.json"),
+        res(layout.PROFILE),
     log:
         res("logs/profile/{device}/{task}.log"),
     benchmark:
@@ -21,16 +21,16 @@ rule profile:
     conda:
         TIMING_ENV
     shell:
-        "$KERNELSWEEP_PYTHON -m kernelsweep.gpu_slots run {params.slots} -- "
+        "$KERNELSWEEP_PYTHON -m kernelsweep gpu-slots run {params.slots} -- "
         "$KERNELSWEEP_PYTHON -m kernelsweep profile {input} --device {wildcards.device} --precision {params.precision} "
         "--timeout {params.timeout} {params.peaks} --out {output} > {log} 2>&1"
 
 
 rule baseline:
     input:
-        res("tasks/{task}.py"),
+        res(layout.REFERENCE),
     output:
-        res("baseline/{device}/{task}.json"),
+        res(layout.BASELINE),
     log:
         res("logs/baseline/{device}/{task}.log"),
     benchmark:
@@ -46,7 +46,7 @@ rule baseline:
     conda:
         TIMING_ENV
     shell:
-        "$KERNELSWEEP_PYTHON -m kernelsweep.gpu_slots run {params.slots} -- "
-        "$KERNELSWEEP_PYTHON -m kernelsweep baseline {input} --device {wildcards.device} --precision {params.precision} "
+        "$KERNELSWEEP_PYTHON -m kernelsweep gpu-slots run {params.slots} -- "
+        "$KERNELSWEEP_PYTHON -m kernelsweep baseline-task {input} --device {wildcards.device} --precision {params.precision} "
         "--modes {params.modes} --timing-trials {params.trials} --timeout {params.timeout} "
         "--out {output} > {log} 2>&1"

@@ -6,26 +6,25 @@ rule study_manifest:
     input:
         TASK_FILES,
     output:
-        res("report/study.json"),
+        res(layout.STUDY_MANIFEST),
     log:
         res("logs/study_manifest.log"),
     params:
-        manifest=study_manifest(),
+        config=as_json(STUDY.config),
     conda:
         CPU_ENV
     localrule: True
     shell:
-        "$KERNELSWEEP_PYTHON -m kernelsweep.stages.manifest --manifest {params.manifest:q} --tasks {input} "
-        "--out {output} > {log} 2>&1"
+        "$KERNELSWEEP_PYTHON -m kernelsweep manifest --config {params.config:q} --tasks {input} --out {output} > {log} 2>&1"
 
 
 rule report:
     input:
-        study=res("report/study.json"),
+        study=res(layout.STUDY_MANIFEST),
         finals=FINALS,
         baselines=BASELINES,
     output:
-        document=report(res("report/REPORT.md"), caption="../report/report_document.rst", category="Report"),
+        document=report(res(layout.REPORT), caption="../report/report_document.rst", category="Report"),
         tables=[
             report(res(f"report/tables/{name}.html"), caption=f"../report/table_{name}.rst", category="Tables")
             for name in REPORT_TABLES

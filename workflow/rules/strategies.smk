@@ -21,12 +21,12 @@ for _n in sorted({m["n"] for m in METHODS.values()}):
         input:
             unpack(generator_inputs),
         output:
-            prompt=turn("prompt.json"),
-            candidates=[f"{TURN}/c{c}/{name}" for c in range(_n) for name in ("response.json", "candidate.py")],
+            prompt=turn(layout.PROMPT),
+            candidates=[turn_cand(c, name) for c in range(_n) for name in (layout.RESPONSE, layout.CANDIDATE)],
         log:
-            cell_log("generate", "t{turn}.log"),
+            cell_log("generate", f"{layout.TURN_DIR}.log"),
         benchmark:
-            cell_benchmark("generate", "t{turn}.tsv")
+            cell_benchmark("generate", f"{layout.TURN_DIR}.tsv")
         wildcard_constraints:
             method=methods_with_n(_n),
         params:
@@ -42,11 +42,7 @@ for _n in sorted({m["n"] for m in METHODS.values()}):
 
 
 # The agentic roles: build the role's prompt, then make its one model call.
-for _role, _rule_name, _folder in (
-    ("analyzer", "analyze", cell("roles/analyzer")),
-    ("researcher", "research", cell("roles/researcher")),
-    ("feedback", "feedback", turn("feedback")),
-):
+for _role, _rule_name in (("analyzer", "analyze"), ("researcher", "research"), ("feedback", "feedback")):
 
     rule:
         name:
@@ -54,12 +50,12 @@ for _role, _rule_name, _folder in (
         input:
             unpack(role_rule_inputs(_role)),
         output:
-            prompt=f"{_folder}/prompt.json",
-            response=f"{_folder}/response.json",
+            prompt=role_file(_role, layout.PROMPT),
+            response=role_file(_role, layout.RESPONSE),
         log:
-            cell_log(_role, "t{turn}.log" if _role == "feedback" else "role.log"),
+            cell_log(_role, f"{layout.TURN_DIR}.log" if _role == "feedback" else "role.log"),
         benchmark:
-            cell_benchmark(_role, "t{turn}.tsv" if _role == "feedback" else "role.tsv")
+            cell_benchmark(_role, f"{layout.TURN_DIR}.tsv" if _role == "feedback" else "role.tsv")
         params:
             spec=lambda w, _role=_role: prompt_spec(w, _role),
             inputs=lambda w, input: as_json({k: v for k, v in input.items() if k != "model"}),
@@ -76,9 +72,9 @@ rule select:
     input:
         unpack(select_inputs),
     output:
-        turn("select.json"),
+        turn(layout.SELECT),
     log:
-        cell_log("select", "t{turn}.log"),
+        cell_log("select", f"{layout.TURN_DIR}.log"),
     params:
         previous=lambda w, input: f"--previous {input.previous}" if "previous" in input.keys() else "",
         goal=lambda w: method_of(w)["goal"],
@@ -95,14 +91,12 @@ rule final:
     input:
         unpack(final_inputs),
     output:
-        cell("final.json"),
+        cell(layout.FINAL),
     log:
         cell_log("final", "final.log"),
-    params:
-        cell=lambda w: f"{w.model}/{w.method}/{w.task}/{w.sample}",
     conda:
         CPU_ENV
     localrule: True
     shell:
-        "$KERNELSWEEP_PYTHON -m kernelsweep final --cell {params.cell} --selection {input.selection} --responses {input.responses} "
+        "$KERNELSWEEP_PYTHON -m kernelsweep final --selection {input.selection} --responses {input.responses} "
         "--evals {input.evals} --roles {input.roles} --out {output} > {log} 2>&1"

@@ -4,30 +4,30 @@
 
 rule tasks:
     output:
-        res("tasks/{task}.json"),
+        res(layout.TASK),
     log:
         res("logs/tasks/{task}.log"),
     params:
-        selection=selection_flags(STUDY.config["tasks"]),
+        selection=as_json(STUDY.config["tasks"]),
+        root=workflow.basedir,
     conda:
         CPU_ENV
     localrule: True
     shell:
-        "$KERNELSWEEP_PYTHON -m kernelsweep tasks write {params.selection} --task {wildcards.task} --out {output} > {log} 2>&1"
+        "$KERNELSWEEP_PYTHON -m kernelsweep tasks write --selection {params.selection:q} --repo-root {params.root:q} "
+        "--task {wildcards.task} --out {output} > {log} 2>&1"
 
 
 rule reference_source:
     """The reference as a module file, the form the evaluator and profiler import."""
     input:
-        res("tasks/{task}.json"),
+        res(layout.TASK),
     output:
-        res("tasks/{task}.py"),
+        res(layout.REFERENCE),
     log:
         res("logs/reference_source/{task}.log"),
-    params:
     conda:
         CPU_ENV
     localrule: True
     shell:
-        "$KERNELSWEEP_PYTHON -c 'import json, sys; sys.stdout.write(json.load(open(sys.argv[1]))[\"code\"])' "
-        "{input} > {output} 2> {log}"
+        "$KERNELSWEEP_PYTHON -m kernelsweep tasks reference {input} --out {output} > {log} 2>&1"

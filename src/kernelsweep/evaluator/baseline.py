@@ -50,7 +50,7 @@ def run_baseline(reference: Path, *, device: str = "cuda", precision: str = "fp3
                   "pool_bytes": settings.TIMING_POOL_BYTES[device],
                   "memory_limit": settings.cpu_memory_limit(None) if device == "cpu" else None}
         with tempfile.TemporaryDirectory(prefix="kernelsweep-baseline-") as tmp:
-            outcome = sandbox.run_worker("kernelsweep.evaluator.worker_baseline", config,
+            outcome = sandbox.run_worker("kernelsweep.evaluator.workers.baseline", config,
                                          log_path=logs / f"baseline-{mode}.log", cwd=Path(tmp),
                                          run_limit_s=timeout_s, build_limit_s=timeout_s, env=env, label=mode)
         failure = classify.classify_outcome(outcome)

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kernelsweep.evaluator import classify, devices, sandbox, settings, source
+from kernelsweep.evaluator import classify, confine, devices, sandbox, settings, source
 from kernelsweep.evaluator.errors import HarnessError
 
 SCHEMA = "kernelsweep/build/1"
@@ -21,7 +21,7 @@ SCHEMA = "kernelsweep/build/1"
 
 def compile_candidate(candidate: Path, *, device: str = "cuda", build_dir: Path | None = None,
                       timeout_s: float = 600.0, log_dir: Path | None = None,
-                      cuda_arch: str | None = None) -> dict[str, Any]:
+                      cuda_arch: str | None = None, build_sharing: str = "candidate") -> dict[str, Any]:
     t0 = time.monotonic()
     if device not in settings.DEVICES:
         raise HarnessError(f"device must be one of {', '.join(settings.DEVICES)}, not {device!r}")
@@ -29,13 +29,16 @@ def compile_candidate(candidate: Path, *, device: str = "cuda", build_dir: Path 
         raise HarnessError("timeout must be positive")
     candidate = Path(candidate).resolve()
     try:
-        text = candidate.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        text = "\0"  # not text: analyze() reports it as a syntax error
+        data = candidate.read_bytes()
     except OSError as exc:
         raise HarnessError(f"cannot read candidate {candidate}: {exc.strerror or exc}") from None
-    src = source.analyze(text)
-    build_root = (Path(build_dir) if build_dir else settings.default_build_dir()).resolve()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    src = source.analyze_bytes(text, data)
+    cache_root = (Path(build_dir) if build_dir else settings.default_build_dir()).resolve()
+    build_root = settings.candidate_build_dir(cache_root, src.sha256, build_sharing)
     arch = devices.resolve_cuda_arch(cuda_arch) if device == "cuda" else None
     record: dict[str, Any] = {
         "schema": SCHEMA, "candidate_sha256": src.sha256, "device": device, "cuda_arch": arch,
@@ -47,27 +50,31 @@ def compile_candidate(candidate: Path, *, device: str = "cuda", build_dir: Path 
         record["wall_s"] = round(time.monotonic() - t0, 3)
         return record
 
-    if src.no_code:
-        record.update(category="no_code", error={"type": "NoCode", "message": "the candidate contains no code"})
-        return done()
-    if src.syntax_error:
-        e = src.syntax_error
-        record.update(category="syntax_error", error={"type": e["type"], "message": e["message"]})
+    static = source.static_verdict(src)
+    if static is not None and static[0] in ("no_code", "syntax_error"):
+        record.update(category=static[0], error={k: v for k, v in static[1].items() if k != "log"})
         return done()
     if not src.evidence.get("extension_calls"):
         return done()  # nothing to build
 
     build_root.mkdir(parents=True, exist_ok=True)
-    logs = Path(log_dir) if log_dir else build_root / "logs"
+    logs = Path(log_dir) if log_dir else cache_root / "logs"
     log_path = logs / f"compile-{src.sha256[:16]}.log"
     config = {"device": device, "candidate": str(candidate), "build_root": str(build_root), "cuda_arch": arch,
               "candidate_names": sorted(src.defined_names)}
-    env = sandbox.child_env(devices.worker_env(str(build_root), cuda_arch=arch, hide_gpus=True,
-                                               candidate_key=src.sha256[:16]))
+    env = sandbox.child_env(devices.worker_env(str(build_root), cuda_arch=arch, hide_gpus=True))
+    mechanism = confine.mechanism()
+    record["confinement"] = mechanism
     with tempfile.TemporaryDirectory(prefix="kernelsweep-compile-") as tmp:
-        outcome = sandbox.run_worker("kernelsweep.evaluator.worker_compile", config, log_path=log_path,
+        spec = confine.worker_spec(private=Path(tmp), readable=[candidate], writable=[build_root],
+                                   hide=[cache_root, candidate.parent], memory_limit=None) \
+            if mechanism == confine.NAMESPACES else None
+        outcome = sandbox.run_worker("kernelsweep.evaluator.workers.compile", config, log_path=log_path,
                                      cwd=Path(tmp), run_limit_s=timeout_s, build_limit_s=timeout_s, env=env,
-                                     label="compile")
+                                     label="compile", confinement=spec)
+    if outcome.confinement_failed:
+        raise HarnessError("the compile worker could not be confined: " + outcome.log_excerpt[-500:],
+                           log=outcome.log)
     record["log"] = outcome.log
     record["compile_s"] = round(outcome.build_s, 3)
     if outcome.interrupted_build:

@@ -2,7 +2,7 @@
 
 The signals: a worker's exit status and signal, whether the harness killed it
 at a limit (and in which phase), the exception a worker caught (its type and
-attributes, described in harness.describe_exception), a failed build's
+attributes, described in workers/failures.describe_exception), a failed build's
 compiler/linker diagnostics (diagnostics.py) and the worker's own interface
 checks. The compile step and the evaluation classify builds through the same
 function."""
@@ -23,8 +23,6 @@ CRASH_CUDA_ERRORS = frozenset({
 })
 OOM_CUDA_ERRORS = frozenset({"cudaErrorMemoryAllocation"})
 TIMEOUT_CUDA_ERRORS = frozenset({"cudaErrorLaunchTimeout"})
-CRASH_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT,
-                           signal.SIGSYS, signal.SIGTRAP})
 # Packages whose attributes a candidate may call but cannot invent.
 LIBRARY_ROOTS = frozenset({"torch", "triton", "numpy", "cupy", "math", "cutlass", "numba", "scipy", "einops",
                            "jax", "apex", "flash_attn", "xformers", "functools", "itertools", "os", "sys"})

@@ -1,5 +1,7 @@
 """Parent-side device questions that must not touch CUDA in this process:
-which CUDA architectures to build for, and the environment a worker gets."""
+which CUDA architectures to build for, the environment a worker gets, and
+(in a fresh process) whether the GPU still computes after a crash.
+The devices' peak rates, for the roofline, are kernelsweep.profiling.device_peaks."""
 
 from __future__ import annotations
 
@@ -44,16 +46,35 @@ def resolve_cuda_arch(explicit: str | None) -> str:
     return visible_gpu_capability() or settings.DEFAULT_CUDA_ARCH
 
 
-def worker_env(build_root: str, *, cuda_arch: str | None, hide_gpus: bool = False,
-               candidate_key: str | None = None) -> dict[str, str | None]:
-    """Environment overrides for a worker that may build or run a candidate."""
+def worker_env(build_root: str, *, cuda_arch: str | None, hide_gpus: bool = False) -> dict[str, str | None]:
+    """Environment overrides for a worker that may build or run a candidate;
+    build_root is the candidate's own build directory."""
     env: dict[str, str | None] = {
         "TRITON_CACHE_DIR": os.path.join(build_root, "triton"),
         # Builds the hooks do not see (a candidate calling torch internals) land here.
-        "TORCH_EXTENSIONS_DIR": os.path.join(build_root, "by-candidate", candidate_key or "shared"),
+        "TORCH_EXTENSIONS_DIR": os.path.join(build_root, "torch_extensions"),
     }
     if cuda_arch:
         env["TORCH_CUDA_ARCH_LIST"] = cuda_arch
     if hide_gpus:
         env["CUDA_VISIBLE_DEVICES"] = ""
     return env
+
+
+def device_unusable(timeout_s: float = 60.0) -> str | None:
+    """Can a fresh process still compute on the visible GPU? None when it can,
+    else what went wrong. Asked after a candidate crashed, ran out of memory or
+    hung, to tell a lost or broken GPU (a machine fault) from the candidate's fault."""
+    import sys
+
+    probe = "import torch; x = torch.ones(1024, device='cuda'); assert float(x.sum()) == 1024.0"
+    try:
+        done = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return f"a one-line CUDA computation did not finish in {timeout_s:g} s"
+    except OSError as exc:
+        return f"the probe could not start: {exc}"
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        return lines[-1] if lines else f"exit status {done.returncode}"
+    return None

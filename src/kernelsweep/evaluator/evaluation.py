@@ -1,40 +1,51 @@
 """One evaluation: a candidate against a reference, end to end (parent side).
 
-1. Static checks, no code run: no_code, syntax_error, no ModelNew at all.
-2. Two workers start together: the reference worker computes the trial
-   outputs; the candidate worker imports the candidate (building its
-   extensions) and then waits. Once the reference is done, the parent hashes
-   its files and tells the candidate worker to run the trials.
-3. The parent compares the saved outputs itself, and reads the cheat signals.
-4. A numerically correct candidate with no cheat signal is timed against the
-   reference in a third worker; the speedup, its interval and the verdict
+1. Static checks, no code run (source.py): no_code, syntax_error, no ModelNew.
+2. Two workers start at once. The reference worker (trusted, unconfined)
+   computes the correctness outputs on secret seeds drawn here. The
+   candidate worker, confined (confine.py), imports the candidate (building
+   its extensions into its own build directory) and waits. Under
+   `gpu-slots run --late` both first only import torch, and go on once this
+   process has taken the device (gpu_slots.timing_slot).
+3. The candidate gets the reference's weights, then the secret seeds, one
+   trial at a time; one trial, chosen at random, runs with the extension's
+   results perturbed. The parent compares the saved outputs itself.
+4. A correct candidate is timed against the reference: each times its own
+   side in its own process, in alternating blocks of calls, on the same
+   secret timing inputs (fresh for every call); the candidate is frozen
+   while the reference runs.
+   After each candidate block the parent picks, at random, which outputs to
+   check against the reference. The speedup, its interval and the verdict
    come from kernelsweep.metrics.compare_timings.
-Every worker is a fresh process group with hard limits (sandbox.py)."""
+The category is chosen here, from the flags of cheats.FLAGS and the
+failures of classify."""
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
+import random
+import secrets
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from kernelsweep import fileio, metrics
-from kernelsweep.evaluator import classify, devices, sandbox, settings, source
+from kernelsweep import fileio, gpu_slots, metrics
+from kernelsweep.evaluator import cheats, classify, compare, confine, devices, record, sandbox, settings, source
 from kernelsweep.evaluator.errors import HarnessError
 from kernelsweep.evaluator.sandbox import Worker, child_env
 
-SCHEMA = "kernelsweep/eval/1"
-_WORKERS = "kernelsweep.evaluator."
-
-# Flags that make a numerically passing candidate a cheat.
-CHEAT_FLAGS = frozenset({
-    "mutates_inputs", "returns_input", "cached_output", "output_changed_after_return", "patched_harness",
-    "patched_torch", "constant_output", "reference_modified", "reference_tampered", "report_tampered",
-    "timing_output_mismatch", "excessive_speedup",
-})
+_WORKERS = "kernelsweep.evaluator.workers."
+BLOCK_CALLS = {"cuda": 10, "cpu": 2}  # timed calls per block: on a shared CPU, finer interleaving
+CHECKED_PER_BLOCK = 2      # timed outputs checked per candidate block, chosen after the block
+SENTINEL_CALLS = 5         # candidate calls timed with a full synchronize, to find hidden work
+HIDDEN_WORK_RATIO = 1.5    # sentinel median over event median beyond which work escapes the end event
+HIDDEN_WORK_MIN_MS = 0.02
+SLOWED_RATIO = {"cuda": 1.3, "cpu": 2.0}  # reference beside the candidate over alone: a cheat beyond
+UNSTABLE_WIDTH = 2.0       # speedup interval hi/lo beyond which a CPU timing gives no verdict...
+CLEAR_RATIO = 1.5          # ...unless the whole interval lies beyond 1.5x either way
 
 
 def _read_text(path: Path, what: str) -> tuple[str | None, bytes]:
@@ -48,9 +59,13 @@ def _read_text(path: Path, what: str) -> tuple[str | None, bytes]:
         return None, data
 
 
+def _secret_seed() -> int:
+    return secrets.randbelow(2**31 - 1) + 1
+
+
 class Evaluation:
     def __init__(self, reference: Path, candidate: Path, cfg: settings.EvalSettings, build_dir: Path,
-                 log_dir: Path, task_sha256: str | None):
+                 log_dir: Path | None, task_sha256: str | None):
         self.reference = reference.resolve()
         self.candidate = candidate.resolve()
         self.cfg = cfg
@@ -60,63 +75,31 @@ class Evaluation:
         self.flags: list[str] = []
         self.stage_s: dict[str, float] = {}
         self.device_info: dict[str, Any] = {}
-        ref_text, ref_bytes = _read_text(self.reference, "reference")
+        self.rng = random.SystemRandom()
+        ref_text, _ = _read_text(self.reference, "reference")
         if ref_text is None:
             raise HarnessError(f"reference {self.reference} is not UTF-8 text")
         self.reference_sha = fileio.sha256_text(ref_text)
         self.task_sha = task_sha256 or self.reference_sha
         self.reference_file_sha = fileio.sha256_file(self.reference)
         cand_text, cand_bytes = _read_text(self.candidate, "candidate")
-        if cand_text is None:
-            self.src = source.SourceInfo(text="", sha256=hashlib.sha256(cand_bytes).hexdigest(),
-                                         syntax_error={"type": "UnicodeDecodeError",
-                                                       "message": "the candidate is not UTF-8 text"})
-        else:
-            self.src = source.analyze(cand_text)
+        self.src = source.analyze_bytes(cand_text, cand_bytes)
         self.cuda_arch = devices.resolve_cuda_arch(cfg.cuda_arch) if cfg.device == "cuda" else None
-        self.record: dict[str, Any] = self._blank()
+        self.confinement = None
+        self.seeds = {"init": settings.INIT_SEED, "trials": [], "timing": []}
+        self.trial_signals: list[dict[str, Any]] = []
+        self.record = record.blank(cfg, self.src)
+        self.atol = cfg.atol
 
     # ------------------------------------------------------------ record ---
-    def _blank(self) -> dict[str, Any]:
-        return {
-            "schema": SCHEMA, "category": None, "compiled": None, "correct": False, "custom_kernel": False,
-            "kernel_evidence": {"static": dict(self.src.evidence,
-                                               defines_kernel=source.defines_kernel(self.src.evidence,
-                                                                                    self.cfg.device)),
-                                "launched": None},
-            "speedup": None, "speedup_ci": None, "timing_verdict": None, "faster": None,
-            "runtime_ms": None, "ref_runtime_ms": None,
-            "max_abs_diff": None, "max_rel_diff": None, "trials_passed": 0,
-            "error": None, "flags": [], "wall_s": None, "compile_s": None,
-            "device": self.cfg.device, "precision": self.cfg.precision,
-            "stage_s": {}, "gpu_s": None, "builds": [], "provenance": {},
-        }
-
     def _finish(self, category: str, error: dict[str, Any] | None = None) -> dict[str, Any]:
-        r = self.record
-        r["category"] = category
-        r["error"] = error
-        r["correct"] = category in ("no_custom_kernel", "correct_slower", "correct_tie", "correct_faster")
-        r["flags"] = sorted(set(self.flags))
-        r["stage_s"] = {k: round(v, 3) for k, v in self.stage_s.items()}
-        if self.cfg.device == "cuda":
-            r["gpu_s"] = round(self.device_s(), 3)
-        r["wall_s"] = round(time.monotonic() - self.t0, 3)
-        r["provenance"] = self._provenance()
-        return r
-
-    def device_s(self) -> float:
-        """Seconds this evaluation held the device: the correctness span (both
-        workers) plus the timing worker."""
-        return self.stage_s.get("correctness", 0.0) + self.stage_s.get("timing", 0.0)
+        cheats.check_known(self.flags)
+        return record.finish(self.record, category, error, flags=self.flags, stage_s=self.stage_s,
+                             device=self.cfg.device, wall_s=time.monotonic() - self.t0,
+                             provenance=self._provenance())
 
     def _provenance(self) -> dict[str, Any]:
         info = self.device_info
-        if not info:
-            import platform
-
-            import torch
-            info = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version()}
         cfg = self.cfg
         return {
             "task_sha256": self.task_sha, "reference_sha256": self.reference_sha,
@@ -124,263 +107,489 @@ class Evaluation:
             "device_name": info.get("device_name"), "capability": info.get("capability"),
             "driver": info.get("driver"), "torch": info.get("torch"), "cuda": info.get("cuda"),
             "python": info.get("python"),
-            "seeds": {"init": cfg.seeds["init"], "trials": cfg.trial_seeds(), "timing_base": cfg.seeds["timing_base"]},
-            "atol": cfg.atol, "rtol": cfg.rtol, "trials": cfg.trials, "timing_trials": cfg.timing_trials,
-            "warmup": cfg.warmup, "timeout_s": cfg.timeout_s, "compile_timeout_s": cfg.compile_timeout_s,
-            "speedup_bound": cfg.speedup_bound, "equivalence_margin": cfg.equivalence_margin,
-            "cuda_arch": self.cuda_arch,
-            "harness": settings.HARNESS_VERSION,
+            "seeds": self.seeds, "atol": self.atol, "rtol": cfg.rtol, "trials": cfg.trials,
+            "timing_trials": cfg.timing_trials, "warmup": cfg.warmup, "timeout_s": cfg.timeout_s,
+            "compile_timeout_s": cfg.compile_timeout_s, "speedup_bound": cfg.speedup_bound,
+            "equivalence_margin": cfg.equivalence_margin, "cuda_arch": self.cuda_arch,
+            "harness": settings.HARNESS_VERSION, "confinement": self.confinement,
+            "build_sharing": cfg.build_sharing,
             "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         }
 
     # ----------------------------------------------------------- workers ---
-    def _config(self, work: Path) -> dict[str, Any]:
-        cfg = self.cfg
-        return {
-            "device": cfg.device, "precision": cfg.precision, "seeds": cfg.seeds, "trial_seeds": cfg.trial_seeds(),
-            "atol": cfg.atol, "rtol": cfg.rtol, "reference": str(self.reference), "candidate": str(self.candidate),
-            "workdir": str(work), "build_root": str(self.build_root), "cuda_arch": self.cuda_arch,
-            "memory_limit": settings.cpu_memory_limit(cfg.cpu_memory_limit_bytes) if cfg.device == "cpu" else None,
-            "candidate_names": sorted(self.src.defined_names),
-            "kernel_names": source.kernel_names(self.src.evidence, cfg.device),
-            "op_namespaces": self.src.evidence.get("op_namespaces", []),
-            "warmup": cfg.warmup, "timing_trials": cfg.timing_trials,
-            "pool_bytes": settings.TIMING_POOL_BYTES[cfg.device],
-        }
-
-    def _worker(self, name: str, config: dict[str, Any], work: Path, *, wait_for_go: bool = False,
-                candidate: bool = True) -> Worker:
-        env = child_env(devices.worker_env(str(self.build_root), cuda_arch=self.cuda_arch,
-                                           candidate_key=self.src.sha256[:16]) if candidate else None)
+    def _worker(self, name: str, config: dict[str, Any], work: Path, *, confined: bool) -> Worker:
+        overrides = devices.worker_env(str(self.cand_build), cuda_arch=self.cuda_arch) if confined else {}
+        env = child_env(overrides)
         if self.cfg.device == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = ""
-        return Worker(_WORKERS + f"worker_{name}", config, log_path=self.log_dir / f"{name}.log",
-                      cwd=work / f"{name}_cwd", run_limit_s=self.cfg.timeout_s,
-                      build_limit_s=self.cfg.compile_timeout_s, env=env, wait_for_go=wait_for_go, label=name)
+            env["OMP_NUM_THREADS"] = "1"
+        spec = None
+        if confined and self.confinement == confine.NAMESPACES:
+            spec = confine.worker_spec(
+                private=work / name, readable=[self.candidate, self.reference, work / "shared"],
+                writable=[self.cand_build], hide=[work, self.build_root, self.candidate.parent],
+                memory_limit=self.memory_limit)
+        return Worker(_WORKERS + name, config, log_path=self.logs / f"{name}.log", cwd=work / name,
+                      run_limit_s=self.cfg.timeout_s, build_limit_s=self.cfg.compile_timeout_s, env=env,
+                      label=name, confinement=spec)
 
-    def _note_builds(self, outcome: sandbox.Outcome) -> None:
-        result = outcome.result or {}
-        # From the result when there is one, else from the worker's build events
-        # (a worker that crashed or was killed after building sends no result).
-        builds = result.get("builds") or [{"name": e.get("name"), "ok": e.get("ok"), "seconds": e.get("seconds"),
-                                            "cached": e.get("cached")}
-                                           for e in outcome.events if e.get("kind") == "build_end"]
-        if builds:
-            self.record["builds"] = builds
-            self.record["compiled"] = all(b.get("ok") for b in builds)
-        self.record["compile_s"] = round(outcome.build_s, 3)
-        if outcome.interrupted_build:
-            sandbox.remove_stale_lock(outcome.interrupted_build)
-            self.record["compiled"] = False
-        if outcome.violations:
+    @contextmanager
+    def _spent(self, stage: str) -> Iterator[None]:
+        """Add the block's seconds to stage_s[stage] (the timing stage's parts,
+        so a slow timing says where its time went)."""
+        t = time.monotonic()
+        try:
+            yield
+        finally:
+            self.stage_s[stage] = self.stage_s.get(stage, 0.0) + time.monotonic() - t
+
+    def _note_outcome(self, outcome: sandbox.Outcome, *, candidate: bool) -> None:
+        if outcome.violations or outcome.results > 1:
             self.flags.append("report_tampered")
-        self._note_strays(outcome)
-
-    def _note_strays(self, outcome: sandbox.Outcome) -> None:
-        """Informational: the candidate left processes outside its group (they were killed)."""
         if outcome.strays_killed and "stray_processes" not in self.flags:
             self.flags.append("stray_processes")
+        if outcome.confinement_failed:
+            raise HarnessError("the worker could not be confined: " + outcome.log_excerpt[-500:], log=outcome.log)
+        if candidate:
+            # A worker that ended early sent no setup reply: its build events tell the builds.
+            self._note_builds({"builds": [e for e in outcome.events if e.get("kind") == "build_end"],
+                               "compile_s": outcome.build_s})
+            if outcome.interrupted_build:
+                sandbox.remove_stale_lock(outcome.interrupted_build)
+                self.record["compiled"] = False
 
-    def _failure(self, failure: classify.Failure, log: str, before_candidate: frozenset[str]) -> dict[str, Any]:
-        """A worker's failure as the candidate's result, unless the worker
-        failed before any candidate code ran (then the harness could not run)."""
+    def _note_builds(self, payload: dict[str, Any]) -> None:
+        """The builds the candidate's import made (from its setup reply, or its build events)."""
+        builds = [{k: b.get(k) for k in ("name", "ok", "seconds", "cached") + (("key",) if "key" in b else ())}
+                  for b in payload.get("builds") or []]
+        if builds:
+            self.record["builds"] = builds
+            self.record["compiled"] = all(b["ok"] for b in builds)
+        self.record["compile_s"] = round(payload.get("compile_s") or 0.0, 3)
+
+    def _candidate_failure(self, outcome: sandbox.Outcome, payload: dict | None) -> dict[str, Any]:
+        """The candidate worker stopped, failed or timed out."""
+        if payload is not None and payload.get("status") in ("error", "interface_error"):
+            outcome.result = payload
+        failure = classify.classify_outcome(outcome)
+        if failure is None:
+            failure = classify.Failure("runtime_error", "NoResult", "the candidate's worker ended without a result")
         if failure.category == "harness":
-            raise HarnessError(f"the build toolchain is not usable: {failure.message}", log=log)
-        if (failure.details.get("phase") or "start") in before_candidate:
-            raise HarnessError(f"a worker failed before the candidate was loaded: {failure.message}", log=log)
+            raise HarnessError(f"the build toolchain is not usable: {failure.message}", log=outcome.log)
+        if (failure.details.get("phase") or "start") in ("start", "device") and failure.category != "timeout":
+            raise HarnessError(f"the candidate's worker failed before the candidate was loaded: "
+                               f"{failure.message}", log=outcome.log)
         if failure.category in ("hallucinated_api", "compile_error") and failure.type in ("BuildError", "LoadError"):
             self.record["compiled"] = False
-        return self._finish(failure.category, failure.error(log))
+        if failure.category in ("crash", "out_of_memory", "timeout") and self.cfg.device == "cuda":
+            problem = devices.device_unusable()
+            if problem:  # the GPU, not the candidate: no verdict, the job fails and a rerun retries
+                raise HarnessError(f"the GPU is unusable after this evaluation ({problem}); "
+                                   f"the candidate's {failure.category} is not recorded", log=outcome.log)
+        return self._finish(failure.category, failure.error(outcome.log))
 
     # --------------------------------------------------------------- run ---
     def run(self) -> dict[str, Any]:
         src = self.src
-        if src.no_code:
-            return self._finish("no_code", {"type": "NoCode", "message": "the candidate contains no code", "log": None})
-        if src.syntax_error:
-            e = src.syntax_error
-            where = f"line {e['line']}: " if e.get("line") else ""
-            return self._finish("syntax_error", {"type": e["type"], "message": f"{where}{e['message']}", "log": None})
-        if not src.names_model_new:
-            return self._finish("interface_error", {"type": "InterfaceError", "log": None,
-                                                    "message": "the candidate never defines ModelNew"})
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.build_root.mkdir(parents=True, exist_ok=True)
+        if src.no_code or src.syntax_error or not src.names_model_new:
+            return self._finish(*source.static_verdict(src))
+        self.confinement = confine.mechanism()
+        self.memory_limit = settings.cpu_memory_limit(self.cfg.cpu_memory_limit_bytes) \
+            if self.cfg.device == "cpu" else None
+        self.cand_build = settings.candidate_build_dir(self.build_root, src.sha256, self.cfg.build_sharing)
+        self.cand_build.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="kernelsweep-eval-") as tmp:
-            return self._run_workers(Path(tmp))
+            work = Path(tmp)
+            self.logs = Path(self.log_dir) if self.log_dir else work / "logs"
+            self.logs.mkdir(parents=True, exist_ok=True)
+            for name in ("reference", "candidate", "shared"):
+                (work / name).mkdir()
+            verdict = self._run_workers(work)
+        record.stamp_stages(verdict, self.stage_s, self.cfg.device)
+        return verdict
 
     def _run_workers(self, work: Path) -> dict[str, Any]:
-        config = self._config(work)
-        started = time.monotonic()
-        ref_worker = self._worker("reference", config, work, candidate=False).start()
-        cand_worker = self._worker("candidate", config, work, wait_for_go=True).start()
-        while ref_worker.running() and cand_worker.running():
-            time.sleep(0.02)
-        if ref_worker.running() and not cand_worker.running():
-            ref_worker.abort()  # the candidate already failed; its reference outputs are not needed
-        ref_out = ref_worker.wait()
-        self.stage_s["reference"] = ref_out.wall_s
-        ref_failure = None if ref_out.killed_by_harness and not ref_out.timed_out else classify.classify_outcome(ref_out)
-        if ref_out.result and ref_out.result.get("status") == "ok":
-            self.device_info = ref_out.result.get("device_info", {})
-            manifest = {k: ref_out.result[k] for k in ("trials", "probes", "init", "state", "constant", "near_zero")}
-            ref_hashes = {name: fileio.sha256_file(work / name) for name in self._reference_files(manifest)}
-            cand_worker.send_go(manifest)
-        else:
-            manifest = None
-            cand_worker.abort()
-        cand_out = cand_worker.wait()
-        self.stage_s["candidate"] = cand_out.wall_s
-        # Both workers hold the device at once: the span, not the sum, is device time.
-        self.stage_s["correctness"] = time.monotonic() - started
-        self._note_builds(cand_out)
-
-        reference_failed = HarnessError(
-            f"the reference failed: {ref_failure.message if ref_failure else 'no result'}", log=ref_out.log)
-        if manifest is None and cand_out.killed_by_harness and not cand_out.timed_out:
-            raise reference_failed  # the candidate was only waiting for it
-        failure = classify.classify_outcome(cand_out)
-        if failure is not None:
-            return self._failure(failure, cand_out.log, frozenset({"start", "device"}))
-        if manifest is None:
-            raise reference_failed
-        result = cand_out.result
-        self.record["kernel_evidence"]["launched"] = result.get("launch")
-        return self._judge(work, manifest, ref_hashes, result, cand_out.log)
-
-    @staticmethod
-    def _reference_files(manifest: dict[str, Any]) -> list[str]:
-        names = [manifest["init"], manifest["state"]]
-        for case in manifest["trials"] + manifest.get("probes", []):
-            names += [case["inputs"], case["reference"]]
-        return names
-
-    def _judge(self, work: Path, manifest: dict[str, Any], ref_hashes: dict[str, str], result: dict[str, Any],
-               log: str) -> dict[str, Any]:
-        from kernelsweep.evaluator import compare
-        from kernelsweep.evaluator.compare import load_output
-
         cfg = self.cfg
-        if any(fileio.sha256_file(work / n) != h for n, h in ref_hashes.items()):
-            self.flags.append("reference_modified")
+        self.seeds["trials"] = [_secret_seed() for _ in range(cfg.trials + 1)]  # one more: the perturbed call
+        late = gpu_slots.late_claim()
+        common = {"device": cfg.device, "precision": cfg.precision, "reference": str(self.reference),
+                  "shared_dir": str(work / "shared"), "init_seed": settings.INIT_SEED,
+                  "memory_limit": self.memory_limit, "await_go": late}
+        ref = self._worker("reference", dict(common, private_dir=str(work / "reference"),
+                                             trial_seeds=self.seeds["trials"], atol=cfg.atol, rtol=cfg.rtol),
+                           work, confined=False)
+        cand = self._worker("candidate", dict(
+            common, private_dir=str(work / "candidate"), candidate=str(self.candidate),
+            build_root=str(self.cand_build), cuda_arch=self.cuda_arch,
+            candidate_names=sorted(self.src.defined_names),
+            kernel_names=source.kernel_names(self.src.evidence, cfg.device),
+            op_namespaces=self.src.evidence.get("op_namespaces", [])), work, confined=True)
+        started = time.monotonic()
+        ref.start()
+        cand.start()
+        with self._device_turn(ref, cand):
+            try:
+                return self._correctness(work, ref, cand, time.monotonic() if late else started)
+            finally:
+                for w in (ref, cand):
+                    w.thaw()
+                    w.finish()
+                for w, is_cand in ((ref, False), (cand, True)):
+                    outcome = w.wait()
+                    self.stage_s[w.label] = round(outcome.wall_s, 3)
+                    if is_cand and self.record.get("category") is not None:
+                        # Channel misuse found after the verdict still turns it into a cheat.
+                        if (outcome.violations or outcome.results > 1) and self.record["category"] != "cheat":
+                            self.flags.append("report_tampered")
+                            self._finish("cheat", self._cheat_error(outcome.log))
+
+    @contextmanager
+    def _device_turn(self, ref: Worker, cand: Worker) -> Iterator[None]:
+        """Under `gpu-slots run --late`: both workers import torch while the
+        job before this one still times; the device is taken once they are
+        warm, and held until they have exited. Elsewhere the wrapper already
+        holds the slot: nothing to wait for."""
+        if not gpu_slots.late_claim():
+            yield
+            return
+        warming = time.monotonic()
+        for w in (ref, cand):
+            w.hello()  # False when it ended first: its failure shows at its reply to setup
+        self.stage_s["warm"] = round(time.monotonic() - warming, 3)
+        with gpu_slots.timing_slot(label=f"evaluate {self.candidate}") as waited:
+            held = time.monotonic()
+            self.stage_s["slot_wait"] = round(waited or 0.0, 3)
+            for w in (ref, cand):
+                w.send("go")
+            try:
+                yield
+            finally:
+                self.stage_s["device_held"] = round(time.monotonic() - held, 3)
+
+    def _reference_ready(self, ref: Worker) -> dict[str, Any]:
+        ready = ref.reply(0)
+        if not ready or ready.get("status") != "ok":
+            ref.abort()
+            outcome = ref.wait()
+            failure = classify.classify_outcome(outcome) if ready is None else None
+            message = (failure.message if failure else (ready or {}).get("message")
+                       or ((ready or {}).get("error") or {}).get("message") or "no result")
+            raise HarnessError(f"the reference failed: {message}", log=outcome.log)
+        self.device_info = ready.get("device_info", {})
+        return ready
+
+    def _correctness(self, work: Path, ref: Worker, cand: Worker, started: float) -> dict[str, Any]:
+        cfg = self.cfg
+        cand_ready = cand.reply(0)
+        if not cand_ready or cand_ready.get("status") != "ok":
+            ref.abort()
+            cand.abort()
+            outcome = cand.wait()
+            self._note_outcome(outcome, candidate=True)
+            return self._candidate_failure(outcome, cand_ready)
+        self._note_builds(cand_ready)
+        manifest = self._reference_ready(ref)
+        if manifest["degenerate"]:
+            self.flags.append("degenerate_tolerance")
+            refs = [compare.load_output(work / "reference" / t["file"]) for t in manifest["trials"]]
+            self.atol = compare.distinguishing_tolerance(refs, cfg.atol)
+        step = cand.request("construct")
+        if not step or step.get("status") != "ok":
+            return self._candidate_stopped(cand, step)
+        armed = self.rng.randrange(len(manifest["trials"]))
+        cases = [{"name": t["name"], "seed": t["seed"], "armed": i == armed}
+                 for i, t in enumerate(manifest["trials"])]
+        cases += [{"name": p["name"], "seed": p["seed"], "inputs": p["inputs"]} for p in manifest["probes"]]
+        step = cand.request("trials", cases=cases)
+        if not step or step.get("status") != "ok":
+            return self._candidate_stopped(cand, step)
+        self.stage_s["correctness"] = round(time.monotonic() - started, 3)
+        early = cand.request("report", observe=False)
+        if early and early.get("status") == "ok":
+            self._note_patches(early)
+        verdict = self._judge(work, manifest, step["trials"], armed)
+        if verdict is not None:
+            return verdict
+        return self._time(work, ref, cand, manifest)
+
+    def _candidate_stopped(self, cand: Worker, payload: dict | None) -> dict[str, Any]:
+        if payload is None or payload.get("status") == "ok":
+            cand.abort()
+        outcome = cand.wait()
+        self._note_outcome(outcome, candidate=True)
+        return self._candidate_failure(outcome, payload)
+
+    def _judge(self, work: Path, manifest: dict[str, Any], trials: list[dict[str, Any]],
+               armed: int) -> dict[str, Any] | None:
+        """Compare every trial; None when the candidate goes on to timing."""
+        cfg = self.cfg
         if fileio.sha256_file(self.reference) != self.reference_file_sha:
             self.flags.append("reference_modified")
-        cases = manifest["trials"]
-        by_name = {t["name"]: t for t in result["trials"]}
-        max_abs, max_rel, passed = 0.0, 0.0, 0
-        mismatch = None
-        cand_outputs = []
-        for i, case in enumerate(cases):
-            trial = by_name.get(f"trial{i}")
+        by_name = {t["name"]: t for t in trials}
+        self.trial_signals = trials
+        extension_used = any(t.get("extension_calls") for t in trials)
+        max_abs, max_rel, passed, mismatch = 0.0, 0.0, 0, None
+        outputs = []
+        perturbed = None
+        for i, case in enumerate(manifest["trials"]):
+            trial = by_name.get(case["name"])
             if trial is None:
-                return self._finish("runtime_error", {"type": "MissingOutput", "log": log,
+                return self._finish("runtime_error", {"type": "MissingOutput", "log": self._log_path(),
                                                       "message": f"no output for trial {i}"})
-            ref_saved = load_output(work / case["reference"])
+            ref_saved = compare.load_output(work / "reference" / case["file"])
             try:
-                cand_saved = load_output(work / trial["output"])
+                cand_saved = compare.load_output(work / "candidate" / trial["file"])
             except Exception as exc:  # noqa: BLE001 - a file the candidate's process wrote
-                return self._finish("runtime_error", {"type": "UnreadableOutput", "log": log,
+                return self._finish("runtime_error", {"type": "UnreadableOutput", "log": self._log_path(),
                                                       "message": f"trial {i} output cannot be read: {exc}"})
-            cmp = compare.compare_outputs(ref_saved, cand_saved, cfg.atol, cfg.rtol)
+            cmp = compare.compare_outputs(ref_saved, cand_saved, self.atol, cfg.rtol)
+            self._note_trial_signals(trial, case)
+            if i == armed and trial.get("perturbed_calls"):
+                perturbed = cmp  # judged for dependence, not correctness
+                continue
+            if i == armed and extension_used:
+                self.flags.append("kernel_result_unused")  # that call never ran the extension
             if cmp["max_abs_diff"] is not None:
-                max_abs = max(max_abs, cmp["max_abs_diff"])
-                max_rel = max(max_rel, cmp["max_rel_diff"])
+                max_abs, max_rel = max(max_abs, cmp["max_abs_diff"]), max(max_rel, cmp["max_rel_diff"])
             if cmp["ok"]:
-                passed += 1
+                passed += i != armed  # of the configured trials (the armed call is an extra one)
             elif mismatch is None:
                 mismatch = (i, cmp)
-            cand_outputs.append(cand_saved)
-            if trial["mutates_inputs"] and not case["mutates_inputs"]:
-                self.flags.append("mutates_inputs")
-            if trial["aliases_inputs"] and not case["aliases_inputs"]:
-                self.flags.append("returns_input")
-            if trial["reuses_earlier_output"]:
-                self.flags.append("cached_output")
-            if trial["changed_after_return"]:
-                self.flags.append("output_changed_after_return")
-            if not trial.get("on_device", True):
-                self.flags.append("output_not_on_device")
+            outputs.append(cand_saved)
         self.record["trials_passed"] = passed
-        # No difference is defined once an output has the wrong shape or structure.
         if mismatch is None or mismatch[1]["max_abs_diff"] is not None:
             self.record["max_abs_diff"], self.record["max_rel_diff"] = max_abs, max_rel
         if manifest.get("constant"):
             self.flags.append("constant_reference")
-            probes = [load_output(work / by_name[f"probe_{p['name']}"]["output"])
-                      for p in manifest.get("probes", []) if f"probe_{p['name']}" in by_name]
-            everything = cand_outputs + probes
-            if all(compare.identical_outputs(everything[0], o) for o in everything[1:]):
+            probes = [compare.load_output(work / "candidate" / by_name[p["name"]]["file"])
+                      for p in manifest["probes"] if p["name"] in by_name]
+            everything = outputs + probes
+            if len(everything) > 1 and all(compare.identical_outputs(everything[0], o) for o in everything[1:]):
                 self.flags.append("constant_output")
-        if result.get("patched_harness"):
-            self.flags.append("patched_harness")
-        if result.get("patched_torch"):
-            self.flags.append("patched_torch")
-        if result.get("settings_changed"):
-            self.flags.append("changed_global_settings")
-        self.record["patched"] = sorted(set(result.get("patched_harness", [])) | set(result.get("patched_torch", [])))[:20]
-
+        if mismatch is not None and "output_changed_after_return" in self.flags:
+            return self._finish("cheat", self._cheat_error(self._log_path()))  # work kept running past forward's return
         if mismatch is not None:
             i, cmp = mismatch
             category = "shape_mismatch" if cmp["kind"] in ("structure", "shape", "dtype") else "wrong_output"
-            return self._finish(category, {"type": "OutputMismatch", "log": log,
+            return self._finish(category, {"type": "OutputMismatch", "log": self._log_path(),
                                            "message": f"trial {i}: {cmp['message']}"})
-        static = source.defines_kernel(self.src.evidence, cfg.device)
-        launched = bool((result.get("launch") or {}).get("launched"))
-        self.record["custom_kernel"] = static and launched
-        if self._cheats():
-            return self._finish("cheat", self._cheat_error(log))
-        return self._time(work)
+        if perturbed is not None and perturbed["ok"]:
+            self.flags.append("kernel_result_unused")
+        if cheats.cheats_among(self.flags):
+            return self._finish("cheat", self._cheat_error(self._log_path()))
+        return None
 
-    def _cheats(self) -> list[str]:
-        return sorted(set(self.flags) & CHEAT_FLAGS)
+    def _note_trial_signals(self, trial: dict[str, Any], case: dict[str, Any]) -> None:
+        if trial["mutates_inputs"] and not case["mutates_inputs"]:
+            self.flags.append("mutates_inputs")
+        if trial["aliases_inputs"] and not case["aliases_inputs"]:
+            self.flags.append("returns_input")
+        if trial["reuses_earlier_output"]:
+            self.flags.append("cached_output")
+        if trial["changed_after_return"]:
+            self.flags.append("output_changed_after_return")
+        if not trial["plain"]:
+            self.flags.append("non_plain_output")
+        if not trial.get("on_device", True):
+            self.flags.append("output_not_on_device")
 
-    def _cheat_error(self, log: str) -> dict[str, Any]:
-        return {"type": "Cheat", "message": "detected: " + ", ".join(self._cheats()), "log": log}
+    def _log_path(self) -> str | None:
+        """The candidate worker's log, when the caller keeps logs."""
+        return str(Path(self.log_dir) / "candidate.log") if self.log_dir else None
 
-    def _time(self, work: Path) -> dict[str, Any]:
-        from kernelsweep.evaluator import compare
-        from kernelsweep.evaluator.compare import load_output
+    def _cheat_error(self, log: str | None) -> dict[str, Any]:
+        return {"type": "Cheat", "message": "detected: " + ", ".join(cheats.cheats_among(self.flags)), "log": log}
 
+    # ------------------------------------------------------------ timing ---
+    def _both(self, ref: Worker, cand: Worker, op: str, **args: Any) -> tuple[dict | None, dict | None]:
+        a, b = ref.send(op, **args), cand.send(op, **args)
+        return ref.reply(a), cand.reply(b)
+
+    def _ref_block(self, ref: Worker, cand: Worker, seeds: list[int], synchronized: bool) -> list[float]:
+        with self._spent("timing_reference"):
+            cand.freeze()
+            try:
+                reply = ref.request("block", seeds=seeds, synchronized=synchronized)
+            finally:
+                cand.thaw()
+        if not reply or reply.get("status") != "ok":
+            # The candidate cannot reach this process (confined): the reference or the machine failed.
+            if reply is None:
+                ref.abort()
+                outcome = ref.wait()
+                failure = classify.classify_outcome(outcome) or classify.classify_exit(outcome)
+                why = f"{failure.category}: {failure.message}" if failure else "no reply"
+                raise HarnessError(f"the reference's worker died while being timed ({why}); "
+                                   f"its log ends: {outcome.log_excerpt[-600:]}", log=outcome.log)
+            raise HarnessError("the reference failed while being timed: "
+                               f"{(reply.get('error') or {}).get('message') or reply.get('message')}")
+        return reply["ms"]
+
+    def _time(self, work: Path, ref: Worker, cand: Worker, manifest: dict[str, Any]) -> dict[str, Any]:
         cfg = self.cfg
-        config = self._config(work)
-        config["cache_bytes"] = self.device_info.get("llc_bytes") or self.device_info.get("l2_bytes")
-        outcome = self._worker("timing", config, work).start().wait()
-        self.stage_s["timing"] = outcome.wall_s
-        if outcome.violations:
-            self.flags.append("report_tampered")
-        self._note_strays(outcome)
-        failure = classify.classify_outcome(outcome)
-        if failure is not None:
-            return self._failure(failure, outcome.log, frozenset({"start", "device", "reference"}))
-        t = outcome.result
-        ref_ms, cand_ms = t["ref_ms"], t["cand_ms"]
+        t_start = time.monotonic()
+        # Every timed call gets inputs of its own secret seed, made just before
+        # its block (no input is seen twice, so no answer can be remembered); a
+        # block holds as many input sets as fit the device's budget.
+        seeds = [_secret_seed() for _ in range(cfg.timing_trials + cfg.warmup)]
+        self.seeds["timing"] = seeds
+        fits = settings.TIMING_POOL_BYTES[cfg.device] // max(1, manifest["input_bytes"])
+        size = max(1, min(BLOCK_CALLS[cfg.device], fits))
+        timed = seeds[cfg.warmup:]
+        blocks = [timed[i:i + size] for i in range(0, len(timed), size)]
+        if cfg.warmup:
+            w = seeds[:cfg.warmup]
+            with self._spent("timing_warmup"):
+                r_warm, c_warm = self._both(ref, cand, "warmup", seeds=w)
+            if not c_warm or c_warm.get("status") != "ok":
+                return self._candidate_stopped(cand, c_warm)
+            if not r_warm or r_warm.get("status") != "ok":
+                raise HarnessError("the reference failed its warm-up calls")
+        verify = not any(t["mutates_inputs"] for t in manifest["trials"])
+        alone = self._ref_block(ref, cand, blocks[0], False)  # before the candidate ever ran a timed call
+        ref_ms, cand_ms, checks = [], [], []
+        armed_block = self.rng.randrange(len(blocks))
+        extension_used = any(t.get("extension_calls") for t in self.trial_signals)
+        for b, block in enumerate(blocks):
+            ref_ms += self._ref_block(ref, cand, block, False)
+            armed_at = self.rng.randrange(len(block)) if b == armed_block else None
+            with self._spent("timing_candidate"):
+                reply = cand.request("block", seeds=block, armed_at=armed_at)
+            if not reply or reply.get("status") != "ok":
+                return self._candidate_stopped(cand, reply)
+            cand_ms += reply["ms"]
+            if not reply["plain"]:
+                self.flags.append("non_plain_output")
+            positions = sorted(self.rng.sample(range(len(block)), min(CHECKED_PER_BLOCK, len(block))))
+            if armed_at is not None:
+                if extension_used and not reply.get("perturbed_calls"):
+                    self.flags.append("kernel_unused_when_timed")  # the extension did not run in that call
+                if armed_at not in positions:
+                    positions.append(armed_at)
+            if verify:
+                names = [f"timed_b{b}_{p}.pt" for p in positions]
+                with self._spent("timing_checks"):
+                    if not cand.request("save", positions=positions, names=names):
+                        return self._candidate_stopped(cand, None)
+                    ref.request("outputs", seeds=[block[p] for p in positions], names=names)
+                checks += [(name, p == armed_at and bool(reply.get("perturbed_calls")))
+                           for p, name in zip(positions, names)]
+        with self._spent("timing_checks"):
+            self._check_timed_outputs(work, checks)
+        synchronized = False
+        if cfg.device == "cuda":
+            with self._spent("timing_sentinels"):
+                synchronized = self._hidden_work(ref, cand, blocks[0], ref_ms, cand_ms)
+            if synchronized:
+                ref_ms, cand_ms = [], []
+                for block in blocks:
+                    ref_ms += self._ref_block(ref, cand, block, True)
+                    reply = cand.request("block", seeds=block, synchronized=True)
+                    if not reply or reply.get("status") != "ok":
+                        return self._candidate_stopped(cand, reply)
+                    cand_ms += reply["ms"]
+        # A profiled call only where nothing else can show a launch: a kernel the
+        # source defines (Triton, a custom op) and no extension module was built.
+        observe = (cfg.device == "cuda" and source.defines_kernel(self.src.evidence, cfg.device)
+                   and not self.record["builds"])
+        with self._spent("timing_report"):
+            report = cand.request("report", observe=observe)
+        if not report or report.get("status") != "ok":
+            return self._candidate_stopped(cand, report)
+        self.stage_s["timing"] = round(time.monotonic() - t_start, 3)
+        return self._timing_verdict(manifest, report, alone, ref_ms, cand_ms, synchronized)
+
+    def _check_timed_outputs(self, work: Path, checks: list[tuple[str, bool]]) -> None:
+        for name, perturbed in checks:
+            try:
+                got = compare.load_output(work / "candidate" / name)
+            except Exception:  # noqa: BLE001 - a file the candidate's process wrote
+                self.flags.append("timing_output_mismatch")
+                continue
+            ok = compare.compare_outputs(compare.load_output(work / "reference" / name), got,
+                                         self.atol, self.cfg.rtol)["ok"]
+            if perturbed and ok:
+                self.flags.append("kernel_unused_when_timed")
+            elif not perturbed and not ok:
+                self.flags.append("timing_output_mismatch")
+
+    def _hidden_work(self, ref: Worker, cand: Worker, seeds: list[int], ref_ms: list[float],
+                     cand_ms: list[float]) -> bool:
+        """Does a call leave work running past its end event? Time a few calls
+        of each side with a full device synchronize before the end event: the
+        synchronize itself costs both sides alike, so only the candidate's
+        excess over the reference's counts."""
+        sentinel = seeds[:SENTINEL_CALLS]
+        ref_synced = metrics.median(self._ref_block(ref, cand, sentinel, True))
+        reply = cand.request("block", seeds=sentinel, synchronized=True)
+        if not reply or reply.get("status") != "ok":
+            return False
+        events = metrics.median(cand_ms)
+        excess = (metrics.median(reply["ms"]) - events) - (ref_synced - metrics.median(ref_ms))
+        if excess > max((HIDDEN_WORK_RATIO - 1) * events, HIDDEN_WORK_MIN_MS):
+            self.flags.append("unsynchronized_work")
+            return True
+        return False
+
+    def _timing_verdict(self, manifest: dict[str, Any], report: dict[str, Any], alone: list[float],
+                        ref_ms: list[float], cand_ms: list[float], synchronized: bool) -> dict[str, Any]:
+        cfg = self.cfg
         self.record["runtime_ms"] = dict(metrics.summarize(cand_ms), samples=cand_ms)
         self.record["ref_runtime_ms"] = dict(metrics.summarize(ref_ms), samples=ref_ms)
         comparison = metrics.compare_timings(ref_ms, cand_ms, cfg.equivalence_margin)
         self.record.update(speedup=comparison["speedup"], speedup_ci=comparison["speedup_ci"],
                            timing_verdict=comparison["verdict"], faster=comparison["faster"])
-        self.record["timing"] = {"pool_sets": t["pool_sets"], "flush_bytes": t["flush_bytes"],
-                                 "output_bytes": t["output_bytes"]}
-        for key, flag in (("cached_output", "cached_output"), ("reference_tampered", "reference_tampered"),
-                          ("patched_harness", "patched_harness"), ("patched_torch", "patched_torch"),
-                          ("settings_changed", "changed_global_settings")):
-            if t.get(key):
-                self.flags.append(flag)
+        self.record["timing"] = {"block_calls": BLOCK_CALLS[cfg.device], "inputs": "fresh per call",
+                                 "synchronized": synchronized, "reference_alone_ms": metrics.median(alone)}
+        if not synchronized and metrics.median(ref_ms) > SLOWED_RATIO[cfg.device] * metrics.median(alone) + 0.01:
+            self.flags.append("reference_slowed")
+        self._note_patches(report)
         if fileio.sha256_file(self.reference) != self.reference_file_sha:
             self.flags.append("reference_modified")
-        check = compare.compare_outputs(load_output(work / "timing_ref.pt"), load_output(work / "timing_cand.pt"),
-                                        cfg.atol, cfg.rtol)
-        if not check["ok"]:
-            self.flags.append("timing_output_mismatch")
-        if self._implausibly_fast(cand_ms, comparison["speedup"], t["output_bytes"]):
+        output_bytes = manifest["trials"][0]["output_bytes"]
+        if self._implausibly_fast(cand_ms, comparison["speedup"], output_bytes):
             self.flags.append("excessive_speedup")
-        if self._cheats():
+        launched = self._launched(report)
+        self.record["kernel_evidence"]["launched"] = launched
+        static = source.defines_kernel(self.src.evidence, cfg.device)
+        self.record["custom_kernel"] = bool(static and launched["launched"]
+                                            and not set(self.flags) & cheats.NOT_A_KERNEL_FLAGS)
+        if cheats.cheats_among(self.flags):
             self.record["faster"] = False
-            return self._finish("cheat", self._cheat_error(outcome.log))
+            return self._finish("cheat", self._cheat_error(self._log_path()))
+        ci = comparison["speedup_ci"]
+        clear = ci and (ci[0] > CLEAR_RATIO or ci[1] < 1 / CLEAR_RATIO)  # a wide interval far from 1 still decides
+        if cfg.device == "cpu" and ci and ci[0] > 0 and ci[1] / ci[0] > UNSTABLE_WIDTH and not clear:
+            self.flags.append("timing_unstable")
+            self.record["faster"] = None
+            self.record["timing_verdict"] = "unstable"
+            return self._finish("correct_unstable" if self.record["custom_kernel"] else "no_custom_kernel")
         if not self.record["custom_kernel"]:
             return self._finish("no_custom_kernel")
         return self._finish({"faster": "correct_faster", "slower": "correct_slower"}.get(comparison["verdict"],
                                                                                           "correct_tie"))
+
+    def _note_patches(self, report: dict[str, Any]) -> None:
+        if report.get("patched_harness"):
+            self.flags.append("patched_harness")
+        if report.get("patched_torch"):
+            self.flags.append("patched_torch")
+        if report.get("settings_changed"):
+            self.flags.append("changed_global_settings")
+        self.record["patched"] = sorted(set(self.record.get("patched") or []) |
+                                        set(report.get("patched_harness", [])) |
+                                        set(report.get("patched_torch", [])))[:20]
+
+    def _launched(self, report: dict[str, Any]) -> dict[str, Any]:
+        """Launch evidence from the judged calls themselves: calls into the
+        candidate's extension modules. Only a candidate without any (Triton,
+        custom ops) is judged by a profiled call, which it could tell apart."""
+        calls = report.get("extension_calls") or {}
+        observed = report.get("launch") or {}
+        launched = bool(calls) if report.get("extension_modules") else bool(observed.get("launched"))
+        return {"launched": launched, "extension_calls": calls,
+                "kernels": observed.get("kernels", []), "custom_ops": observed.get("custom_ops", []),
+                "other_kernels": observed.get("other_kernels", [])}
 
     def _implausibly_fast(self, cand_ms: list[float], speedup: float | None, output_bytes: int) -> bool:
         """Beyond the configured speedup bound, or faster than writing the
@@ -390,29 +599,18 @@ class Evaluation:
         if speedup is not None and speedup > self.cfg.speedup_bound:
             return True
         peak = self.device_info.get("peak_bytes_per_s") or settings.FALLBACK_PEAK_BYTES_PER_S[self.cfg.device]
-        floor_ms = output_bytes / (2.0 * peak) * 1e3
-        median = sorted(cand_ms)[len(cand_ms) // 2]
-        return median < floor_ms
+        return metrics.median(cand_ms) < output_bytes / (2.0 * peak) * 1e3
 
 
-def evaluate(reference: Path, candidate: Path, *, device: str = "cuda", precision: str = "fp32",
-             trials: int = 5, timing_trials: int = 100, warmup: int = 5, timeout_s: float = 240.0,
-             compile_timeout_s: float = 600.0, build_dir: Path | None = None, log_dir: Path | None = None,
-             task_sha256: str | None = None, cuda_arch: str | None = None,
-             speedup_bound: float = settings.SPEEDUP_BOUND,
-             equivalence_margin: float = metrics.EQUIVALENCE_MARGIN,
-             cpu_memory_limit_bytes: int | None = None) -> dict[str, Any]:
+def evaluate(reference: Path, candidate: Path, *, build_dir: Path | None = None, log_dir: Path | None = None,
+             task_sha256: str | None = None, **options: Any) -> dict[str, Any]:
     """Evaluate CANDIDATE (defines ModelNew) against REFERENCE (KernelBench
-    module). Returns the eval record (docs/results.md). Raises HarnessError
-    only when the evaluation itself cannot run."""
+    module). `options` are the fields of settings.EvalSettings (its defaults
+    are the only defaults). Returns the eval record (docs/results.md).
+    Raises HarnessError only when the evaluation itself cannot run."""
     try:
-        cfg = settings.EvalSettings(device=device, precision=precision, trials=trials, timing_trials=timing_trials,
-                                    warmup=warmup, timeout_s=timeout_s, compile_timeout_s=compile_timeout_s,
-                                    speedup_bound=speedup_bound, equivalence_margin=equivalence_margin,
-                                    cuda_arch=cuda_arch,
-                                    cpu_memory_limit_bytes=cpu_memory_limit_bytes)
-    except ValueError as exc:
+        cfg = settings.EvalSettings(**options)
+    except (TypeError, ValueError) as exc:
         raise HarnessError(str(exc)) from None
     build = Path(build_dir) if build_dir else settings.default_build_dir()
-    logs = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="kernelsweep-logs-"))
-    return Evaluation(Path(reference), Path(candidate), cfg, build, logs, task_sha256).run()
+    return Evaluation(Path(reference), Path(candidate), cfg, build, log_dir, task_sha256).run()

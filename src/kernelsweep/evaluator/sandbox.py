@@ -1,12 +1,14 @@
-"""Run one worker child in isolation and read back what it reported.
+"""Run one worker child in isolation and talk to it.
 
-Each worker is `python -m kernelsweep.evaluator.<worker>` in a fresh process,
-in its own session (so its whole process group can be killed at once),
-with its stdout/stderr drained into a size-capped log, its configuration on
-stdin, and its results on a private pipe stamped with a per-run nonce. A
-watchdog thread kills the group at the hard limits: one for building
-extensions (time inside load_inline) and one for everything else, not
-counting time spent waiting for the parent's go."""
+Each worker is a module of kernelsweep.evaluator.workers run in isolated
+mode, in a fresh process in its own session, confined when the caller asks
+(confine.py: its own namespaces, the worker is PID 1 of its own PID
+namespace, and killing it kills everything it started). Its stdout/stderr
+are drained into a size-capped log, its configuration goes in on stdin,
+commands down a control pipe and reports up a private pipe, each line
+stamped with a per-run nonce. A watchdog thread kills it at the hard limits:
+one for building extensions (time inside load_inline) and one for
+everything else, not counting time it spends idle waiting for a command."""
 
 from __future__ import annotations
 
@@ -14,18 +16,18 @@ import json
 import os
 import secrets
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelsweep import process_group
-from kernelsweep.evaluator import settings
+import signal
+
+from kernelsweep import process_group, taskcode
+from kernelsweep.evaluator import confine, settings
 from kernelsweep.process_group import kill_group
 
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # .../src
 
 
 def child_env(overrides: dict[str, str | None] | None = None) -> dict[str, str]:
@@ -33,8 +35,8 @@ def child_env(overrides: dict[str, str | None] | None = None) -> dict[str, str]:
     output; a None override removes a variable."""
     env = dict(os.environ)
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if _PACKAGE_ROOT not in paths:
-        paths.insert(0, _PACKAGE_ROOT)
+    if taskcode.PACKAGE_ROOT not in paths:
+        paths.insert(0, taskcode.PACKAGE_ROOT)
     env["PYTHONPATH"] = os.pathsep.join(paths)
     env["PYTHONUNBUFFERED"] = "1"
     for key, value in (overrides or {}).items():
@@ -109,6 +111,8 @@ class Outcome:
     interrupted_build: str | None  # build directory of a build cut short
     phases: list[str] = field(default_factory=list)
     strays_killed: int = 0        # processes it left outside its group, killed after it
+    results: int = 0              # result messages received (one is legitimate)
+    confinement_failed: bool = False  # the launcher could not set up the namespaces
 
     @property
     def last_phase(self) -> str | None:
@@ -131,7 +135,7 @@ def _adopt_orphans() -> None:
 class Worker:
     def __init__(self, module: str, config: dict[str, Any], *, log_path: Path, cwd: Path,
                  run_limit_s: float, build_limit_s: float, env: dict[str, str] | None = None,
-                 wait_for_go: bool = False, label: str | None = None):
+                 label: str | None = None, confinement: dict[str, Any] | None = None):
         self.module = module
         self.label = label or module.rsplit(".", 1)[-1]
         self.config = dict(config)
@@ -140,7 +144,7 @@ class Worker:
         self.run_limit_s = float(run_limit_s)
         self.build_limit_s = float(build_limit_s)
         self.env = env if env is not None else child_env()
-        self.wait_for_go = wait_for_go
+        self.confinement = confinement  # launcher spec (binds, hide, limits), or None: a plain child
         self._nonce = secrets.token_hex(16)
         self._lock = threading.Lock()
         self._events: list[dict] = []
@@ -149,9 +153,15 @@ class Worker:
         self._result: dict | None = None
         self._build_open: tuple[float, str] | None = None
         self._build_total = 0.0
-        self._wait_open: float | None = None
-        self._wait_total = 0.0
-        self._go_sent = False
+        self._idle_since: float | None = None
+        self._idle_total = 0.0
+        self._replies: dict[int, dict] = {}
+        self._results = 0
+        self._hello = False
+        self._seq = 0
+        self._changed = threading.Condition(self._lock)
+        self._inner_pid: int | None = None
+        self._outcome: Outcome | None = None
         self._timeout_phase: str | None = None
         self._killed = False
         self._proc: subprocess.Popen | None = None
@@ -165,26 +175,27 @@ class Worker:
         self.cwd.mkdir(parents=True, exist_ok=True)
         report_r, report_w = os.pipe()
         out_r, out_w = os.pipe()
-        pass_fds = [report_w]
-        control_r = None
-        if self.wait_for_go:
-            control_r, self._control_w = os.pipe()
-            pass_fds.append(control_r)
+        control_r, self._control_w = os.pipe()
+        pass_fds = [report_w, control_r]
         config = dict(self.config, nonce=self._nonce, report_fd=report_w, control_fd=control_r)
+        argv = taskcode.child_argv(self.module)
+        pid_r = None
+        if self.confinement is not None:
+            pid_r, pid_w = os.pipe()
+            pass_fds.append(pid_w)
+            spec = dict(self.confinement, pid_fd=pid_w, cwd=str(self.cwd))
+            argv = confine.launcher_argv(spec, argv)
         self._t0 = time.monotonic()
         _adopt_orphans()
         try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", self.module],
-                stdin=subprocess.PIPE, stdout=out_w, stderr=out_w,
-                cwd=self.cwd, env=self.env, pass_fds=pass_fds, start_new_session=True,
-            )
+            self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out_w, stderr=out_w, cwd=self.cwd,
+                                          env=self.env, pass_fds=pass_fds, start_new_session=True)
         finally:
-            os.close(out_w)
-            os.close(report_w)
-            if control_r is not None:
-                os.close(control_r)
+            for fd in (out_w, report_w, control_r) + ((pid_w,) if pid_r is not None else ()):
+                os.close(fd)
         _LIVE.add(self._proc.pid)
+        if pid_r is not None:
+            self._read_inner_pid(pid_r)
         self._log = CappedLog(self.log_path)
         self._spawn(self._drain, out_r)
         self._spawn(self._read_reports, report_r)
@@ -196,6 +207,22 @@ class Worker:
         self._watchdog = threading.Thread(target=self._watch, name=f"{self.label}-watchdog", daemon=True)
         self._watchdog.start()
         return self
+
+    def _read_inner_pid(self, fd: int) -> None:
+        """The confined worker's PID (as this namespace sees it), from the launcher."""
+        data = b""
+        try:
+            while True:
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    break
+                data += chunk
+        finally:
+            os.close(fd)
+        try:
+            self._inner_pid = int(json.loads(data.decode()).get("pid"))
+        except (ValueError, TypeError, AttributeError):
+            self._inner_pid = None
 
     def _spawn(self, target, fd: int) -> None:
         t = threading.Thread(target=target, args=(fd,), name=f"{self.label}-{target.__name__}", daemon=True)
@@ -255,38 +282,116 @@ class Worker:
             self._events.append(msg)
             if kind == "phase":
                 self._phases.append(str(msg.get("phase")))
-                if msg.get("phase") == "waiting" and self._wait_open is None and not self._go_sent:
-                    self._wait_open = now
+            elif kind == "hello":
+                self._hello = True
+                if self._idle_since is None:  # waiting for "go" is not run time
+                    self._idle_since = now
+                self._changed.notify_all()
+            elif kind == "reply":
+                self._replies[int(msg.get("seq", -1))] = msg.get("payload") or {}
+                if self._idle_since is None:
+                    self._idle_since = now
+                self._changed.notify_all()
             elif kind == "build_start":
                 self._build_open = (now, str(msg.get("directory", "")))
             elif kind == "build_end" and self._build_open is not None:
                 self._build_total += now - self._build_open[0]
                 self._build_open = None
-            elif kind == "result" and self._result is None:
-                self._result = msg.get("payload")
+            elif kind == "result":
+                self._results += 1
+                if self._result is None:
+                    self._result = msg.get("payload")
 
     # ---- control -----------------------------------------------------------
-    def send_go(self, message: dict[str, Any] | None = None) -> None:
-        """Release a worker blocked in Channel.wait_for_go."""
+    def hello(self) -> bool:
+        """Wait for a worker started with await_go to say it is warm; False
+        when it ended first (its failure shows at reply(0))."""
+        with self._changed:
+            while not self._hello:
+                if self._proc.poll() is not None and not any(t.is_alive() for t in self._threads[1:]):
+                    return False
+                self._changed.wait(0.05)
+            return True
+
+    def reply(self, seq: int, timeout: float | None = None) -> dict | None:
+        """The worker's reply to command `seq` (0: its setup); None when the
+        worker ended (or the wait timed out) without one."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._changed:
+            while seq not in self._replies:
+                if self._proc.poll() is not None and not any(t.is_alive() for t in self._threads[1:]):
+                    return None
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return None
+                self._changed.wait(0.05 if left is None else min(0.05, left))
+            return self._replies[seq]
+
+    def send(self, op: str, **args: Any) -> int:
+        """Send a command; returns its sequence number (see reply)."""
         with self._lock:
-            self._go_sent = True
-            if self._wait_open is not None:
-                self._wait_total += time.monotonic() - self._wait_open
-                self._wait_open = None
-        if self._control_w is not None:
+            self._seq += 1
+            seq = self._seq
+            if self._idle_since is not None:
+                self._idle_total += time.monotonic() - self._idle_since
+                self._idle_since = None
+        try:
+            if self._control_w is None:
+                raise OSError("the control pipe is closed")
+            os.write(self._control_w, (json.dumps({"seq": seq, "op": op, **args}) + "\n").encode("utf-8"))
+        except OSError:
+            pass  # it ended; reply() says so
+        return seq
+
+    def request(self, op: str, **args: Any) -> dict | None:
+        return self.reply(self.send(op, **args))
+
+    def _members(self) -> list[int]:
+        """The worker and every process below it (namespace PIDs as seen here)."""
+        roots = [self._inner_pid or self._proc.pid]
+        found: list[int] = []
+        while roots:
+            pid = roots.pop()
+            found.append(pid)
             try:
-                os.write(self._control_w, (json.dumps(message or {}) + "\n").encode("utf-8"))
+                for task in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{task}/children") as f:
+                        roots.extend(int(c) for c in f.read().split())
+            except OSError:
+                continue
+        return found
+
+    def _signal_members(self, sig: int) -> None:
+        for pid in self._members():
+            try:
+                os.kill(pid, sig)
             except OSError:
                 pass
+
+    def freeze(self) -> None:
+        """Stop the worker and everything it started (while the reference is timed)."""
+        self._signal_members(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self._signal_members(signal.SIGCONT)
 
     def abort(self) -> None:
         """Stop the child now (the parent no longer needs it)."""
         self._kill(None)
 
+    def finish(self) -> None:
+        """Tell a serving worker to leave."""
+        self.send("finish")
+
     def _kill(self, phase: str | None) -> None:
         with self._lock:
             if self._killed or self._proc.poll() is not None:
                 return  # already ended on its own: its exit status stands
+            if self._inner_pid:
+                try:  # PID 1 of its namespace: the kernel kills everything inside with it
+                    os.kill(self._inner_pid, signal.SIGKILL)
+                except OSError:
+                    pass
             if not kill_group(self._proc.pid):
                 return
             self._killed = True
@@ -299,7 +404,7 @@ class Worker:
             now = time.monotonic()
             with self._lock:
                 build = self._build_total + (now - self._build_open[0] if self._build_open else 0.0)
-                waiting = self._wait_total + (now - self._wait_open if self._wait_open else 0.0)
+                waiting = self._idle_total + (now - self._idle_since if self._idle_since else 0.0)
             run = (now - self._t0) - build - waiting
             if build > self.build_limit_s:
                 self._kill("compile")
@@ -313,13 +418,25 @@ class Worker:
         return self._proc is not None and self._proc.poll() is None
 
     def wait(self) -> Outcome:
+        """Wait for the worker to end (killing what it left) and read its
+        outcome; later calls return the same outcome."""
+        if self._outcome is None:
+            self._outcome = self._collect()
+        return self._outcome
+
+    def _collect(self) -> Outcome:
         self._watchdog.join()
+        if self._inner_pid:
+            try:
+                os.kill(self._inner_pid, signal.SIGKILL)
+            except OSError:
+                pass
         # Whatever the child left behind in its group goes too (grandchildren
         # holding our pipes open would otherwise keep the readers waiting).
         kill_group(self._proc.pid)
         _LIVE.discard(self._proc.pid)
         # ...and whatever left the group first (setsid, setpgid): adopted, so killed here.
-        strays = process_group.kill_adopted(spared=_LIVE | (_SPARED or set()))
+        strays = process_group.kill_adopted(spared=_LIVE | (_SPARED or set()) | {self._inner_pid})
         for t in self._threads:
             t.join(timeout=5.0)
         if self._control_w is not None:
@@ -353,6 +470,8 @@ class Worker:
                 interrupted_build=interrupted,
                 phases=list(self._phases),
                 strays_killed=len(strays),
+                results=self._results,
+                confinement_failed=self.confinement is not None and rc == confine.CONFINEMENT_FAILED,
             )
 
 

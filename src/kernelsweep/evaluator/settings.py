@@ -4,15 +4,15 @@ Each value that shapes a verdict is also written into the result's provenance.""
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from kernelsweep import metrics
+from kernelsweep.taskcode import PRECISIONS
 
-HARNESS_VERSION = "kernelsweep-evaluator/1"
+HARNESS_VERSION = "kernelsweep-evaluator/2"
 
 DEVICES = ("cpu", "cuda")
-PRECISIONS = ("fp32", "fp16", "bf16")
 
 # Absolute and relative tolerance per precision (fp32 as KernelBench).
 TOLERANCES: dict[str, tuple[float, float]] = {
@@ -23,9 +23,10 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 
 BASELINE_MODES = ("eager", "inductor-default", "inductor-reduce-overhead", "inductor-max-autotune")
 
-# Seeds: weights are initialised under INIT_SEED (as KernelBench); correctness
-# trial i draws its inputs under TRIAL_SEED_BASE + i, timing input set j under
-# TIMING_SEED_BASE + j, so timing never reuses a correctness input.
+# Seeds: weights are initialised under INIT_SEED (as KernelBench; public, the
+# weights are no secret). A candidate's correctness and timing inputs come
+# from seeds drawn secretly per evaluation (recorded in its provenance);
+# baselines, which run no candidate, use the fixed bases below.
 INIT_SEED = 42
 TRIAL_SEED_BASE = 1000
 TIMING_SEED_BASE = 2000
@@ -58,15 +59,31 @@ def default_build_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kernelsweep" / "build"
 
 
+BUILD_SHARING = ("candidate", "content")
+
+
+def candidate_build_dir(cache_root: Path, candidate_sha256: str, sharing: str = "candidate") -> Path:
+    """Where a candidate's builds go. "candidate" (the default): its own part of
+    the build cache, keyed by its hash, so no candidate can plant a build (or
+    a recorded failure) that another candidate would load. "content": one
+    folder for all, builds keyed by their sources and flags only, so identical
+    extensions build once; only for candidates you trust (test fixtures)."""
+    if sharing == "content":
+        return Path(cache_root) / "shared"
+    return Path(cache_root) / "candidates" / candidate_sha256[:24]
+
+
 @dataclass(frozen=True)
 class EvalSettings:
-    """Everything one evaluation depends on besides the two source files."""
+    """Everything one evaluation depends on besides the two source files. Its
+    defaults are the only defaults: the CLI, the evaluate stage and the
+    workflow schema take them from here (tests/evaluator checks the schema)."""
 
     device: str = "cuda"
     precision: str = "fp32"
     trials: int = 5
     timing_trials: int = 100
-    warmup: int = 5
+    warmup: int = 10
     timeout_s: float = 240.0
     compile_timeout_s: float = 600.0
     speedup_bound: float = SPEEDUP_BOUND
@@ -74,8 +91,8 @@ class EvalSettings:
     cuda_arch: str | None = None
     # Host memory limit of CPU-device children (address space); None = 75% of RAM.
     cpu_memory_limit_bytes: int | None = None
-    seeds: dict = field(default_factory=lambda: {
-        "init": INIT_SEED, "trial_base": TRIAL_SEED_BASE, "timing_base": TIMING_SEED_BASE})
+    # See candidate_build_dir: "content" trusts every candidate not to poison the cache.
+    build_sharing: str = "candidate"
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:
@@ -91,6 +108,8 @@ class EvalSettings:
         if self.timeout_s <= 0 or self.compile_timeout_s <= 0:
             raise ValueError("timeouts must be positive")
         metrics.check_margin(self.equivalence_margin)
+        if self.build_sharing not in BUILD_SHARING:
+            raise ValueError(f"build_sharing must be one of {', '.join(BUILD_SHARING)}, not {self.build_sharing!r}")
 
     @property
     def atol(self) -> float:
@@ -100,11 +119,6 @@ class EvalSettings:
     def rtol(self) -> float:
         return TOLERANCES[self.precision][1]
 
-    def trial_seeds(self) -> list[int]:
-        return [self.seeds["trial_base"] + i for i in range(self.trials)]
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def cpu_memory_limit(explicit: int | None) -> int:

@@ -144,3 +144,26 @@ def kernel_names(evidence: dict[str, Any], device: str) -> list[str]:
     if device == "cuda":
         return sorted(set(evidence.get("cuda_kernels", [])) | set(evidence.get("triton_kernels", [])))
     return sorted(set(evidence.get("bound_functions", [])) | set(evidence.get("cpp_functions", [])))
+
+
+def analyze_bytes(text: str | None, data: bytes) -> SourceInfo:
+    """analyze() for a file's contents; undecodable bytes are a syntax error
+    (the one reading of them, for the compile step and the evaluation alike)."""
+    if text is None:
+        return SourceInfo(text="", sha256=hashlib.sha256(data).hexdigest(),
+                          syntax_error={"type": "UnicodeDecodeError", "message": "the candidate is not UTF-8 text"})
+    return analyze(text)
+
+
+def static_verdict(info: SourceInfo) -> tuple[str, dict[str, Any]] | None:
+    """(category, error) when the source alone decides, else None."""
+    if info.no_code:
+        return "no_code", {"type": "NoCode", "message": "the candidate contains no code", "log": None}
+    if info.syntax_error:
+        e = info.syntax_error
+        where = f"line {e['line']}: " if e.get("line") else ""
+        return "syntax_error", {"type": e["type"], "message": f"{where}{e['message']}", "log": None}
+    if not info.names_model_new:
+        return "interface_error", {"type": "InterfaceError", "message": "the candidate never defines ModelNew",
+                                   "log": None}
+    return None

@@ -1,5 +1,7 @@
 """What every sampling backend shares: the completion record, the interface and
-the two kinds of failure."""
+the three kinds of failure: the configuration is wrong (stop), the call was
+answered with a refusal (a result), the call was never answered (an outage,
+never a result)."""
 
 from __future__ import annotations
 
@@ -19,8 +21,17 @@ class ModelSetupError(ModelError):
 
 
 class GenerationFailed(ModelError):
-    """One call failed after its retries (server unreachable, 5xx, generation
-    error). The stage records it as a failed cell and the run goes on."""
+    """The server answered this call with a refusal that another attempt would
+    repeat (an HTTP 4xx such as a prompt longer than the context). It is the
+    model's outcome: the stage records it as a failed candidate and the run goes on."""
+
+
+class InfrastructureFailure(ModelError):
+    """The call never got an answer: connection refused or reset, DNS, HTTP
+    5xx/429 or a client timeout after waiting (`wait_s`), an invalid reply,
+    the local generation running out of memory. Never a result: the stage
+    writes nothing and exits non-zero, so the cell stays unfinished and the
+    next run retries it."""
 
 
 @dataclass
@@ -41,7 +52,7 @@ class Completion:
 
 class Backend(ABC):
     """A named model. `generate` returns exactly `n` completions or raises
-    ModelSetupError / GenerationFailed."""
+    ModelSetupError / GenerationFailed / InfrastructureFailure."""
 
     kind: str = ""  # "openai" | "transformers" | "replay"
 

@@ -16,8 +16,6 @@ from pathlib import Path
 from kernelsweep.models.base import ModelSetupError
 
 MARKER = ".kernelsweep-prepared"
-# Files a loadable checkpoint folder must contain (weights checked separately).
-REQUIRED_FILES = ("config.json",)
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
 
 

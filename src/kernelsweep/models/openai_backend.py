@@ -4,13 +4,17 @@ Chat models get /chat/completions; a base model (`chat: false`) gets
 /completions with the messages rendered as one prompt. The n candidates come
 from one request (`n_per_request: true`) or from n concurrent requests, each
 with its own seed. Connection errors, timeouts, 429 and 5xx are retried with
-exponential backoff; a 404, an unknown model name or rejected credentials stop
-the run with a clear message instead.
+exponential backoff for up to `wait_s`; a call that still gets no answer raises
+InfrastructureFailure (the job fails, nothing is recorded, a rerun retries).
+A 404, an unknown model name or rejected credentials stop the run with a clear
+message; another 4xx is the server refusing this request, a recorded result
+(GenerationFailed).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -18,9 +22,9 @@ from typing import Any
 
 import httpx
 
-from kernelsweep.models.base import Backend, Completion, GenerationFailed, ModelSetupError
+from kernelsweep.models.base import Backend, Completion, GenerationFailed, InfrastructureFailure, ModelSetupError
 from kernelsweep.models.checkpoint import local_revision, read_marker
-from kernelsweep.models.prompting import render_plain_prompt, validate_messages
+from kernelsweep.models.messages import render_plain_prompt, validate_messages
 from kernelsweep.seeds import candidate_seeds
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
@@ -104,11 +108,14 @@ class OpenAIBackend(Backend):
         self._client.close()
 
     def _request(self, method: str, path: str, body: dict | None = None) -> httpx.Response:
-        """One request with bounded retries; a non-retryable status is returned as is."""
+        """One request, retried while the server gives no answer (transport error,
+        timeout, 408/429/5xx): at least max_retries times and for as long as
+        wait_s after the first failure, so a restarting server is waited for.
+        Any other status is an answer and is returned as is."""
         url = f"{self._base_url}{path}"
-        attempts = 1 + int(self.spec["max_retries"])
-        last = ""
-        for attempt in range(attempts):
+        retries, wait_s = int(self.spec["max_retries"]), float(self.spec["wait_s"])
+        first_failure, attempt = None, 0
+        while True:
             try:
                 reply = self._client.request(method, url, json=body)
             except httpx.TransportError as e:
@@ -119,15 +126,29 @@ class OpenAIBackend(Backend):
                     return reply
                 last = f"HTTP {reply.status_code}: {_server_message(reply)}"
                 retry_after = reply.headers.get("retry-after")
-            if attempt + 1 < attempts:
-                delay = min(MAX_BACKOFF_S, float(self.spec["backoff_s"]) * 2 ** attempt)
-                if retry_after:
-                    try:
-                        delay = min(MAX_BACKOFF_S, max(delay, float(retry_after)))
-                    except ValueError:
-                        pass
-                time.sleep(delay)
-        raise GenerationFailed(f"{method} {url} failed after {attempts} attempt(s): {last}")
+            now = time.monotonic()
+            first_failure = now if first_failure is None else first_failure
+            waited = now - first_failure
+            delay = min(MAX_BACKOFF_S, float(self.spec["backoff_s"]) * 2 ** attempt)
+            if retry_after:
+                try:
+                    delay = min(MAX_BACKOFF_S, max(delay, float(retry_after)))
+                except ValueError:
+                    pass
+            if attempt >= retries:
+                if waited + delay > wait_s:
+                    break
+                delay = max(delay, 0.1)  # backoff_s 0: still no busy loop while waiting
+            if attempt == 0:
+                print(f"model '{self.name}': no answer from {url} ({last}); retrying for up to "
+                      f"{max(wait_s, 0):.0f} s (wait_s)", file=sys.stderr, flush=True)
+            time.sleep(delay)
+            attempt += 1
+        raise InfrastructureFailure(
+            f"model '{self.name}': no answer from the server at {self._base_url} ({method} {url}) after "
+            f"{attempt + 1} attempt(s) over {waited:.0f} s: {last}. Nothing was recorded for this call. "
+            f"Start the server or fix models.{self.name}.base_url (`kernelsweep check --configfile FILE` "
+            "tests it), then rerun the same command: finished cells are kept, this one is redone")
 
     def _check_model(self) -> None:
         """Fail early and clearly when the server does not serve the model."""
@@ -162,9 +183,15 @@ class OpenAIBackend(Backend):
         reply = self._request("POST", path, body)
         if reply.status_code == 200:
             try:
-                return reply.json()
-            except ValueError as e:
-                raise GenerationFailed(f"{self._base_url}{path} returned invalid JSON: {reply.text[:200]!r}") from e
+                data = reply.json()
+            except ValueError:
+                data = None
+            if isinstance(data, dict):
+                return data
+            # A broken reply (a proxy's error page, a dying server) is no answer from the model.
+            raise InfrastructureFailure(f"model '{self.name}': {self._base_url}{path} returned invalid JSON "
+                                        f"(not a completion object): {reply.text[:200]!r}; rerun the same command "
+                                        "once the server is healthy")
         if reply.status_code == 404:
             raise ModelSetupError(
                 f"model '{self.name}': {self._base_url}{path} answered 404 ({_server_message(reply)}): "
@@ -240,3 +267,29 @@ class OpenAIBackend(Backend):
             completion.index = i
             completions.append(completion)
         return completions
+
+    # ---- native tool calls (the react agent, kernelsweep.agent.model) ----
+
+    def chat_tools(self, messages: list[dict], tools: list[dict], *, temperature: float, top_p: float,
+                   max_tokens: int, seed: int) -> dict[str, Any]:
+        """One chat request offering `tools` (OpenAI function calling): the first
+        choice's message as sent (content, tool_calls, reasoning_content), its
+        finish_reason, the usage and the latency. The messages hold tool calls and
+        tool results, so they are not held to the plain chat shape."""
+        if not self.spec["chat"]:
+            raise ModelSetupError(f"model '{self.name}': native tool calls need chat: true")
+        self._ensure_server()
+        self._check_model()
+        body = {"model": self._model, "messages": messages, "tools": tools, "tool_choice": "auto",
+                "temperature": float(temperature), "top_p": float(top_p), "max_tokens": int(max_tokens),
+                "seed": int(seed)}
+        start = time.perf_counter()
+        data = self._post(body)
+        latency = time.perf_counter() - start
+        choices = data.get("choices") or []
+        if not choices:
+            raise GenerationFailed(f"{self._base_url}/chat/completions returned no choices")
+        choice = choices[0]
+        return {"message": choice.get("message") or {}, "finish_reason": choice.get("finish_reason"),
+                "usage": data.get("usage") or {}, "latency_s": latency, "response_id": data.get("id"),
+                "served_model": data.get("model")}

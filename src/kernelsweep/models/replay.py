@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelsweep.models.base import Backend, Completion, ModelSetupError
-from kernelsweep.models.prompting import validate_messages
+from kernelsweep.models.messages import validate_messages
 
 _RecordKey = tuple[str, int, int, int, str]  # task, sample, turn, cand, role
 

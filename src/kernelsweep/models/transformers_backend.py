@@ -14,9 +14,10 @@ import threading
 import time
 from typing import Any
 
-from kernelsweep.models.base import Backend, Completion, GenerationFailed, ModelSetupError
+from kernelsweep.models.base import Backend, Completion, GenerationFailed, InfrastructureFailure, ModelSetupError
 from kernelsweep.models.checkpoint import Location, local_revision, locate, read_marker
-from kernelsweep.models.prompting import render_plain_prompt, validate_messages
+from kernelsweep.models.messages import render_plain_prompt, validate_messages
+from kernelsweep.models.records import MACHINE_FAULT
 
 _LOADED: dict[tuple, tuple[Any, Any]] = {}
 _LOAD_LOCK = threading.Lock()
@@ -166,8 +167,14 @@ class TransformersBackend(Backend):
         try:
             with torch.inference_mode():
                 out = model.generate(**inputs, generation_config=config)
-        except (RuntimeError, ValueError) as e:
-            raise GenerationFailed(f"generate() failed on {self.model_id}: {type(e).__name__}: {e}") from e
+        except (MemoryError, RuntimeError, ValueError) as e:
+            cause = f"{type(e).__name__}: {e}"
+            if isinstance(e, MemoryError) or MACHINE_FAULT.search(cause):
+                # The machine, not the model: never a result, the job fails and a rerun retries.
+                raise InfrastructureFailure(f"model '{self.name}': generation on {self.spec['device']} failed: "
+                                            f"{cause}; free memory or the device, then rerun the same "
+                                            "command") from e
+            raise GenerationFailed(f"generate() failed on {self.model_id}: {cause}") from e
         latency = time.perf_counter() - start
 
         completions = []

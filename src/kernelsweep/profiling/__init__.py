@@ -5,11 +5,13 @@ verdict for a KernelBench reference, for guided prompts.
                         [--out FILE] [--timeout S] [--peak-flops F --peak-bandwidth B]
 
 The reference runs in a child process (kernelsweep.profiling.child) that is
-killed at the timeout. A reference that fails, hangs or crashes is a result,
-not a crash of the stage: the record is written with status "error" (phase,
-message, log tail), the message goes to stderr, and the exit status is 0 so a
-study carries on (guided prompts then say the profile is unavailable). Bad
-arguments exit with 2. Python API: profile_reference(...) -> dict,
+killed at the timeout. A reference that raises is a result, not a crash of
+the stage: the record is written with status "error" (phase, message, log
+tail), the message goes to stderr, and the exit status is 0 so a study carries
+on (guided prompts then say the profile is unavailable). A failure of the
+machine (`machine_fault`: the process killed, out of time, no usable device)
+is never a result: nothing is written and the exit status is 3, so the next
+run profiles again. Bad arguments exit with 2. Python API: profile_reference(...) -> dict,
 render_for_prompt(dict) -> str.
 """
 
@@ -23,6 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kernelsweep import taskcode
 from kernelsweep.fileio import dumps, sha256_file, write_json
 from kernelsweep.profiling.record import SCHEMA
 from kernelsweep.profiling.render import render_for_prompt
@@ -30,16 +33,8 @@ from kernelsweep.profiling.render import render_for_prompt
 __all__ = ["SCHEMA", "profile_reference", "render_for_prompt", "configure", "main"]
 
 DEVICES = ("cpu", "cuda")
-PRECISIONS = ("fp32", "fp16", "bf16")
+PRECISIONS = taskcode.PRECISIONS
 DEFAULT_TIMEOUT_S = 300.0
-
-
-def _child_env() -> dict[str, str]:
-    # The child must import this same kernelsweep, installed or not.
-    src = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
-    return env
 
 
 def profile_reference(reference: str | os.PathLike, device: str, precision: str = "fp32",
@@ -73,8 +68,8 @@ def profile_reference(reference: str | os.PathLike, device: str, precision: str 
         result_path = tmp / "result.json"
         # A reference may spawn workers or hang in native code: its whole group goes at the limit.
         with open(tmp / "child.log", "wb") as log:
-            done = run_in_group([sys.executable, "-m", "kernelsweep.profiling.child", str(tmp / "request.json"),
-                                 str(result_path)], timeout_s, stdout=log, stderr=log, env=_child_env())
+            done = run_in_group([*taskcode.child_argv("kernelsweep.profiling.child"), str(tmp / "request.json"),
+                                 str(result_path)], timeout_s, stdout=log, stderr=log)
         log_tail = read_tail(tmp / "child.log")
         raw = json.loads(result_path.read_text()) if result_path.exists() else None
 
@@ -94,7 +89,7 @@ def profile_reference(reference: str | os.PathLike, device: str, precision: str 
 
 
 def _quantity(text: str) -> float:
-    from kernelsweep.devices import parse_quantity
+    from kernelsweep.profiling.device_peaks import parse_quantity
     try:
         return parse_quantity(text)
     except ValueError as e:
@@ -120,6 +115,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="peak memory bandwidth in bytes/s, e.g. 4.8e12 or 4.8T")
 
 
+# The tasks stage ran every reference once, so these come from the machine
+# (killed by the scheduler or the OOM killer, a busy machine past the limit, a
+# lost GPU), not from the reference: recording them would change guided prompts.
+MACHINE_ERRORS = ("Timeout", "ChildFailed")
+
+
+def machine_fault(rec: dict) -> str | None:
+    """The message of a failed profile that the machine caused, else None."""
+    error = rec.get("error") or {}
+    if rec.get("status") != "ok" and (error.get("type") in MACHINE_ERRORS or error.get("phase") == "device"):
+        return str(error.get("message"))
+    return None
+
+
 def main(args: argparse.Namespace) -> int:
     try:
         rec = profile_reference(args.reference, args.device, args.precision, args.timeout, args.warmup,
@@ -127,6 +136,12 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"kernelsweep profile: error: {e}", file=sys.stderr)
         return 2
+    fault = machine_fault(rec)
+    if fault is not None:
+        print(f"kernelsweep profile: {args.reference}: the machine failed the profiling, nothing was recorded: "
+              f"{fault}. Rerun the same command (raise profile.timeout_s if the machine is only slow)",
+              file=sys.stderr)
+        return 3
     if args.out:
         write_json(args.out, rec)
         print(render_for_prompt(rec))

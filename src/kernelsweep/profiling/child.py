@@ -1,7 +1,7 @@
 """The child process of `kernelsweep profile`: runs third-party reference code,
 so it lives in its own process that the parent can kill at the timeout.
 
-    python -m kernelsweep.profiling.child REQUEST.json RESULT.json
+    started with taskcode.child_argv("kernelsweep.profiling.child") + [REQUEST.json, RESULT.json]
 
 REQUEST: {"reference", "device", "precision", "warmup", "iters", "seed"}.
 RESULT: the raw measurements, or {"status": "error", "error": {...}} naming
@@ -11,7 +11,6 @@ which the parent keeps as the log.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import platform
 import sys
@@ -20,7 +19,7 @@ import traceback
 import warnings
 from typing import Any
 
-DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+from kernelsweep import taskcode
 
 
 class PhaseError(Exception):
@@ -50,12 +49,8 @@ class Phases:
 
 
 def load_reference(path: str):
-    spec = importlib.util.spec_from_file_location("kernelsweep_reference", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if not hasattr(module, n)]
+    module = taskcode.load_module(path, "kernelsweep_reference", register=False)
+    missing = taskcode.missing_task_names(module)
     if missing:
         raise AttributeError(f"{path} lacks {', '.join(missing)} (KernelBench format: Model, get_inputs, get_init_inputs)")
     return module
@@ -84,13 +79,13 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
     phase = Phases()
     with phase("import torch"):
         import torch
-        from kernelsweep.devices import cpu_name
+        from kernelsweep.profiling.device_peaks import cpu_name
         from kernelsweep.metrics import summarize
         from kernelsweep.profiling.counting import count_flops, count_traffic
         from kernelsweep.profiling.events import analyse
 
     device, warmup, iters = request["device"], int(request["warmup"]), int(request["iters"])
-    dtype = getattr(torch, DTYPES[request["precision"]])
+    dtype = getattr(torch, taskcode.DTYPE_NAMES[request["precision"]])
     with phase("device"):
         if device == "cuda":
             if not torch.cuda.is_available():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelsweep import devices
+from kernelsweep.profiling import device_peaks
 
 MEMORY_BOUND = "memory-bound"
 COMPUTE_BOUND = "compute-bound"
@@ -38,7 +38,7 @@ def flop_precision(device: str, precision: str, tf32: dict[str, bool] | None, fl
 def select_peaks(device: str, device_name: str, precision_key: str, cpu_threads: int | None,
                  peak_flops: float | None = None, peak_bandwidth: float | None = None) -> dict[str, Any]:
     """{flops, bandwidth, basis, source, measured} or {flops: None, ..., reason}."""
-    entry = devices.cpu_estimate(cpu_threads) if device == "cpu" else devices.lookup_gpu(device_name)
+    entry = device_peaks.cpu_estimate(cpu_threads) if device == "cpu" else device_peaks.lookup_gpu(device_name)
     table_flops = entry.flops.get(precision_key) if entry else None
     flops = peak_flops if peak_flops is not None else table_flops
     bandwidth = peak_bandwidth if peak_bandwidth is not None else (entry.bandwidth if entry else None)
@@ -58,7 +58,7 @@ def select_peaks(device: str, device_name: str, precision_key: str, cpu_threads:
     if flops is None or bandwidth is None:
         if entry is None:
             missing = [n for n, v in (("--peak-flops", flops), ("--peak-bandwidth", bandwidth)) if v is None]
-            reason = (f"no peak figures for device {device_name!r} (not in kernelsweep.devices); "
+            reason = (f"no peak figures for device {device_name!r} (not in kernelsweep.profiling.device_peaks); "
                       f"pass {' and '.join(missing)}")
         else:
             reason = f"{entry.key} has no {precision_key} peak in the device table; pass --peak-flops"

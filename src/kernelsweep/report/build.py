@@ -47,5 +47,10 @@ def build_report(results: str | Path, out: str | Path, spec: StudySpec, jobs: in
     for name, draw in build_figures(data, collection.cells, collection.candidates, spec).items():
         files += save_figure(draw(), out / "figures", name)
     report = out / "REPORT.md"
-    write_atomic(report, document.render(collection, tables, str(results)))
+    text = document.render(collection, tables, str(results))
+    # The react strategy's own analysis (trajectories, guards, tools), from its traces.
+    from kernelsweep.agent import analysis
+
+    react = analysis.build(results, out, list(spec.models), spec.methods, [t.id for t in spec.tasks], spec.samples)
+    write_atomic(report, text + ("\n" + react if react else ""))
     return ReportResult(collection, files + [report])

@@ -6,7 +6,6 @@ evaluator's verdict and comparing timings through kernelsweep.metrics."""
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,8 +13,8 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from kernelsweep import verdict
-from kernelsweep.models.records import RESPONSE_SCHEMA, model_calls, token_usage
+from kernelsweep import layout, verdict
+from kernelsweep.models.records import RESPONSE_SCHEMA, call_usage, token_usage
 from kernelsweep.report.baselines import (Baseline, Comparator, compile_column_names, parse_baseline,
                                           timing_column_names)
 from kernelsweep.report.spec import StudySpec
@@ -125,16 +124,13 @@ def outcome(result: Mapping[str, Any] | None) -> dict[str, Any]:
     }
 
 
+def _cand(turn: Any, cand: Any) -> str:
+    """A candidate's folder within its cell, as problems name it."""
+    return layout.cand_dir("", turn, cand).as_posix()
+
+
 def _median(timing: Any) -> float | None:
     return timing.get("median") if isinstance(timing, Mapping) else None
-
-
-def _numbered(folder: Path, letter: str) -> list[tuple[int, Path]]:
-    pattern = re.compile(rf"{letter}(\d+)")
-    if not folder.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in folder.iterdir() if p.is_dir() and (m := pattern.fullmatch(p.name))]
-    return sorted(found)
 
 
 def _response_records(cell_dir: Path, reader: _Reader) -> list[dict[str, Any]]:
@@ -143,7 +139,7 @@ def _response_records(cell_dir: Path, reader: _Reader) -> list[dict[str, Any]]:
     or holds one under 'response'."""
     records = []
     for path in sorted(cell_dir.rglob("*.json")):
-        if path.name == "final.json" or path.name == "eval.json":
+        if path.name in (layout.FINAL, layout.EVAL):
             continue
         data = reader.read(path, effect="warning")
         if data is None:
@@ -170,7 +166,7 @@ class _Collector:
     def _baselines(self) -> dict[str, Baseline]:
         found = {}
         for task in self.spec.tasks:
-            path = self.results / "baseline" / self.spec.device / f"{task.id}.json"
+            path = self.results / layout.BASELINE.format(device=self.spec.device, task=task.id)
             record = self.reader.read(path)
             if record is None:
                 continue
@@ -190,7 +186,7 @@ class _Collector:
     def _task_hashes(self) -> dict[str, str | None]:
         hashes = {}
         for task in self.spec.tasks:
-            record = self.reader.read(self.results / "tasks" / f"{task.id}.json", effect="warning")
+            record = self.reader.read(self.results / layout.TASK.format(task=task.id), effect="warning")
             hashes[task.id] = record.get("sha256") if record else None
         return hashes
 
@@ -224,7 +220,7 @@ class _Collector:
             return baseline
         self.mismatched_tasks.add(task)
         self.problems.append(Problem(
-            str(self.results / "baseline" / self.spec.device / f"{task}.json"),
+            str(self.results / layout.BASELINE.format(device=self.spec.device, task=task)),
             f"baseline measured on {baseline.device_name!r} but candidates ran on {device_name!r}; "
             "the task's torch.compile comparisons are left out", "excluded"))
         return None
@@ -237,14 +233,14 @@ class _Collector:
     def cell(self, model: str, method: str, task: str, sample: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         level = self.spec.task(task).level
         key = {"model": model, "method": method, "task": task, "level": level, "sample": sample}
-        cell_dir = self.results / "runs" / model / method / task / f"s{sample}"
-        final_path = cell_dir / "final.json"
+        cell_dir = self.results / layout.CELL.format(model=model, method=method, task=task, sample=sample)
+        final_path = cell_dir / layout.FINAL
         final = self.reader.read(final_path)
         status = self._status(final, final_path, key)
 
         candidates = []
-        for turn, turn_dir in _numbered(cell_dir, "t"):
-            for cand, cand_dir in _numbered(turn_dir, "c"):
+        for turn, turn_dir in layout.numbered(cell_dir, "turn"):
+            for cand, cand_dir in layout.numbered(turn_dir, "cand"):
                 candidates.append(self._candidate(key, status, turn, cand, cand_dir))
         responses = _response_records(cell_dir, self.reader) if cell_dir.is_dir() else []
 
@@ -261,18 +257,17 @@ class _Collector:
         device_name = ((result or {}).get("provenance") or {}).get("device_name")
         self.comparator.fill(cell, result, self._baseline_for(task, device_name) if result else None)
 
-        calls = model_calls(responses)
-        prompt_tokens = [token_usage(r)[0] for r in calls]
-        completion_tokens = [token_usage(r)[1] for r in calls]
+        used = call_usage(responses)
+        calls = used.calls
         cell.update({
             "turns_run": (final or {}).get("turns_run") if cell["has_result"] else None,
             "candidates_evaluated": sum(1 for c in candidates if c["evaluated"]),
             "llm_calls": len(calls),
             "generator_calls": sum(1 for r in calls if r.get("role", "generator") == "generator"),
             "role_calls": sum(1 for r in calls if r.get("role", "generator") != "generator"),
-            "prompt_tokens": sum(t or 0 for t in prompt_tokens),
-            "completion_tokens": sum(t or 0 for t in completion_tokens),
-            "generation_s": sum(float(r.get("latency_s") or 0.0) for r in calls),
+            "prompt_tokens": used.prompt_tokens,
+            "completion_tokens": used.completion_tokens,
+            "generation_s": used.seconds,
             "evaluation_s": sum(float(c["eval_wall_s"] or 0.0) for c in candidates),
         })
         cell["tokens"] = cell["prompt_tokens"] + cell["completion_tokens"]
@@ -303,9 +298,9 @@ class _Collector:
         return status
 
     def _candidate(self, key: Mapping[str, Any], status: str, turn: int, cand: int, cand_dir: Path) -> dict[str, Any]:
-        eval_path = cand_dir / "eval.json"
+        eval_path = cand_dir / layout.EVAL
         record = self.reader.read(eval_path)
-        response = self.reader.read(cand_dir / "response.json", effect="warning") or {}
+        response = self.reader.read(cand_dir / layout.RESPONSE, effect="warning") or {}
         row = {**key, "turn": turn, "candidate": cand, "cell_status": status}
         row.update(outcome(record))
         row["evaluated"] = bool(record) and record.get("category") in verdict.CATEGORIES
@@ -340,19 +335,19 @@ class _Collector:
         at = {(c["turn"], c["candidate"]): c for c in candidates}
         chosen = at.get((best.get("turn"), best.get("cand")))
         if chosen is None:
-            self.problems.append(Problem(str(path), f"best candidate t{best.get('turn')}/c{best.get('cand')} has no "
+            self.problems.append(Problem(str(path), f"best candidate {_cand(best.get('turn'), best.get('cand'))} has no "
                                          "eval.json in the cell"))
             return
         if chosen["category"] != (result or {}).get("category"):
             self.problems.append(Problem(str(path), f"result category {(result or {}).get('category')!r} differs "
-                                         f"from t{chosen['turn']}/c{chosen['candidate']}/eval.json "
+                                         f"from {_cand(chosen['turn'], chosen['candidate'])}/{layout.EVAL} "
                                          f"({chosen['category']!r})"))
         top = verdict.best_of([self._record_view(c) for c in candidates])
         if top is not None and verdict.selection_key(self._record_view(candidates[top])) > \
                 verdict.selection_key(self._record_view(chosen)):
             better = candidates[top]
-            self.problems.append(Problem(str(path), f"t{better['turn']}/c{better['candidate']} ranks above the chosen "
-                                         f"best t{chosen['turn']}/c{chosen['candidate']} by the selection order"))
+            self.problems.append(Problem(str(path), f"{_cand(better['turn'], better['candidate'])} ranks above the chosen "
+                                         f"best {_cand(chosen['turn'], chosen['candidate'])} by the selection order"))
 
     @staticmethod
     def _record_view(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -371,7 +366,7 @@ class _Collector:
                                          "lower bound"))
 
     def unexpected_runs(self) -> list[str]:
-        runs = self.results / "runs"
+        runs = self.results / layout.RUNS
         if not runs.is_dir():
             return []
         return sorted(f"{model.name}/{method.name}" for model in runs.iterdir() if model.is_dir()

@@ -5,10 +5,13 @@ needed to reproduce it recorded (docs/results.md, "response").
 
 Role generator writes DIR/c{i}/candidate.py and DIR/c{i}/response.json for
 each of the n candidates; other roles write DIR/response.json. A stopped turn
-writes "stopped" records without calling the model; a call that fails after its
-retries writes "failed" records and exits 0, so the cell stays visible in the
-report. A bad argument, an unreadable prompt or a model that cannot be used as
-configured exits non-zero with a message.
+writes "stopped" records without calling the model; a call the server refused
+(a 4xx, say the prompt exceeds the context) writes "failed" records and exits
+0: that is the model's outcome. A call that
+never got an answer (an outage: exit 3), a full disk (exit 4), a bad argument or
+an unreadable prompt (exit 2) or a model that cannot be used as configured
+(exit 1) writes nothing and exits non-zero with a message, so the job fails and
+the next run redoes it.
 """
 
 from __future__ import annotations
@@ -20,16 +23,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from kernelsweep.extract import extract_code
-from kernelsweep.fileio import write_atomic, write_json
-from kernelsweep.models import GenerationFailed, ModelSetupError, load_backend
-from kernelsweep.models.prompting import validate_messages
+from kernelsweep.prompting.extract import extract_code
+from kernelsweep import layout
+from kernelsweep.fileio import dumps, write_atomic, write_json
+from kernelsweep.models import GenerationFailed, InfrastructureFailure, ModelSetupError, load_backend
+from kernelsweep.models.messages import validate_messages
 from kernelsweep.models.records import RESPONSE_SCHEMA
 from kernelsweep.models.server import raise_on_sigterm
 from kernelsweep.models.spec import normalise
 from kernelsweep.seeds import derive_seed
-
-ROLES = ("generator", "analyzer", "researcher", "feedback")
+from kernelsweep.study import ROLES
 KEY_FIELDS = ("model", "method", "task", "sample", "turn")
 
 
@@ -169,13 +172,21 @@ def _write(out_dir: Path, role: str, records: list[dict]) -> None:
         for record in records:
             record["call_id"] = call_id
     if role != "generator":
-        write_json(out_dir / "response.json", records[0])
+        write_json(out_dir / layout.RESPONSE, records[0])
         return
-    for i, record in enumerate(records):
-        folder = out_dir / f"c{i}"
-        code = (record.get("extraction") or {}).get("code") or ""
-        write_atomic(folder / "candidate.py", code)
-        write_json(folder / "response.json", record)  # last: its presence means the candidate is complete
+    written: list[Path] = []
+    try:
+        for i, record in enumerate(records):
+            folder = out_dir / layout.CAND_DIR.format(cand=i)
+            code = (record.get("extraction") or {}).get("code") or ""
+            for path, text in ((folder / layout.CANDIDATE, code), (folder / layout.RESPONSE, dumps(record))):
+                write_atomic(path, text)  # response.json last: its presence means the candidate is complete
+                written.append(path)
+    except BaseException:
+        # A write refused half-way (a full disk): the call leaves all its files or none.
+        for path in written:
+            path.unlink(missing_ok=True)
+        raise
 
 
 def run(model_name: str, spec: dict, prompt: dict, out_dir: Path) -> str:
@@ -202,7 +213,7 @@ def run(model_name: str, spec: dict, prompt: dict, out_dir: Path) -> str:
             records = [_record(status="failed", prompt=prompt, params=params, model=backend.describe(), seed=seed,
                                cand=i, error=e) for i in range(n)]
             _write(out_dir, prompt["role"], records)
-            print(f"generate: the call failed, recorded as failed: {e}", file=sys.stderr)
+            print(f"generate: the server refused the call, recorded as failed: {e}", file=sys.stderr)
             return "failed"
         model = backend.describe()
     if len(completions) != n:
@@ -225,7 +236,11 @@ def main(args) -> int:
     except ModelSetupError as e:
         print(f"kernelsweep generate: {e}", file=sys.stderr)
         return 1
+    except InfrastructureFailure as e:
+        print(f"kernelsweep generate: outage, not a result: {e}", file=sys.stderr)
+        return 3
+    # A full disk (exit 4) is named by kernelsweep.cli, for every subcommand.
     key = prompt["key"]
-    print(f"{args.out_dir}: {prompt['role']} {key['model']}/{key['method']}/{key['task']}/s{key['sample']}"
-          f"/t{key['turn']} -> {status}")
+    where = f"{layout.CELL_KEY}/{layout.TURN_DIR}".format(**key)
+    print(f"{args.out_dir}: {prompt['role']} {where} -> {status}")
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from kernelsweep.fileio import write_json
-from kernelsweep.strategies import build_prompt
+from kernelsweep.prompting.strategies import build_prompt
 
 
 def configure(parser) -> None:

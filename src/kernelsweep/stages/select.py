@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelsweep.fileio import read_json, write_json
+from kernelsweep.layout import key_of
 from kernelsweep.verdict import CATEGORIES, SUCCESS_CATEGORIES, best_of
 
 GOALS = {
@@ -19,8 +20,8 @@ GOALS = {
 
 
 def _turn_and_cand(eval_path: str) -> tuple[int, int]:
-    parts = eval_path.replace("\\", "/").split("/")
-    return int(parts[-3].lstrip("t")), int(parts[-2].lstrip("c"))
+    key = key_of(eval_path)
+    return key.turn, key.cand
 
 
 def select(turn: int, eval_paths: list[str], previous: dict[str, Any] | None, goal: str, last: bool) -> dict[str, Any]:

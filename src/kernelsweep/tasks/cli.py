@@ -3,18 +3,21 @@
     kernelsweep tasks list     --config config/config.yaml [--long]
     kernelsweep tasks fetch    --source hub --levels 1,2,3
     kernelsweep tasks write    --config FILE --task L1-001 --out results/tasks/L1-001.json
+    kernelsweep tasks reference results/tasks/L1-001.json --out results/tasks/L1-001.py
     kernelsweep tasks validate --source local --path ../shared/kernelbench --levels 1 --ids 1-10 \\
                                [--device cuda] [--forward always] [--jobs 4]
     kernelsweep tasks validate --file my_reference.py
 
-The selection comes from the `tasks:` key of --config (a YAML or JSON file),
-overridden key by key by the flags. Exit status: 0 fine, 1 an invalid
+The selection comes from the `tasks:` key of --config (a YAML or JSON file) or
+from --selection (that mapping as JSON, what the workflow passes), overridden
+key by key by the flags. Exit status: 0 fine, 1 an invalid
 reference, 2 a bad selection or a missing / unreachable source.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -48,6 +51,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--no-validate", action="store_true", help="write without running the reference")
     _check_args(p)
 
+    p = sub.add_parser("reference", help="write a task file's code as the module the evaluator imports")
+    p.add_argument("task_file", help="a task file written by `tasks write`")
+    p.add_argument("--out", required=True, help="output path, e.g. results/tasks/L1-001.py")
+
     p = sub.add_parser("validate", help="check references: import, interface, forward")
     _selection_args(p)
     p.add_argument("--task", action="append", default=[], help="a task id to check (repeatable; default: all selected)")
@@ -58,7 +65,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def _selection_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("selection (flags override the config's tasks: keys)")
-    g.add_argument("--config", help="pipeline config (YAML/JSON) whose tasks: key holds the selection")
+    source = g.add_mutually_exclusive_group()
+    source.add_argument("--config", help="pipeline config (YAML/JSON) whose tasks: key holds the selection")
+    source.add_argument("--selection", type=json.loads, help="the tasks: mapping itself, as JSON")
     g.add_argument("--source", choices=("demo", "hub", "local"))
     g.add_argument("--path", help="local: the KernelBench checkout; hub: a folder of parquet files")
     g.add_argument("--repo", help="hub dataset (default ScalingIntelligence/KernelBench)")
@@ -95,7 +104,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def selection_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    selection: dict[str, Any] = dict(_read_config(args.config)) if args.config else {}
+    selection: dict[str, Any] = dict(_read_config(args.config) if args.config else args.selection or {})
     overrides = {
         "source": args.source, "path": args.path, "repo": args.repo, "revision": args.revision,
         "cache_dir": args.cache_dir, "ids": args.ids, "names": args.names,
@@ -160,6 +169,14 @@ def _write(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reference(args: argparse.Namespace) -> int:
+    from kernelsweep.fileio import read_json, write_atomic
+
+    write_atomic(args.out, read_json(args.task_file)["code"])
+    print(f"wrote {args.out}")
+    return 0
+
+
 def _validate(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise TaskConfigError("--jobs must be at least 1")
@@ -207,4 +224,4 @@ def _describe(validation: dict | None) -> str:
     return f", forward skipped: {validation['skip_reason']}"
 
 
-ACTIONS = {"list": _list, "fetch": _fetch, "write": _write, "validate": _validate}
+ACTIONS = {"list": _list, "fetch": _fetch, "write": _write, "reference": _reference, "validate": _validate}

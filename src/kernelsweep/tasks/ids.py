@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from kernelsweep.layout import TASK_ID
 from kernelsweep.tasks.errors import TaskConfigError
 
-_TASK_ID = re.compile(r"L(\d+)-(\d{3,})")
+_TASK_ID = re.compile(TASK_ID)
 _RANGE = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
 
 ALL = "all"

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 
+from kernelsweep import taskcode
 from kernelsweep.process_group import describe_exit, run_in_group
 from kernelsweep.tasks.errors import TaskConfigError, TaskInvalidError
 
-CHILD = Path(__file__).with_name("check_child.py")
 FORWARD_MODES = ("auto", "always", "never")
 # 2**24 elements (64 MiB of float32) in inputs + parameters: KernelBench's big
 # level-1 problems sit far above, the demo tasks far below.
@@ -48,8 +47,8 @@ def validate_reference(code: str, task_id: str, *, device: str = "cpu", forward:
         reference.write_text(code, encoding="utf-8")
         result_file = Path(tmp) / "result.json"
         returncode, timed_out, stderr = _run_child(
-            [sys.executable, "-P", str(CHILD), str(reference), str(result_file), device, forward, str(max_numel),
-             str(cpu_memory_mb)],
+            [*taskcode.child_argv("kernelsweep.tasks.check_child"), str(reference), str(result_file), device,
+             forward, str(max_numel), str(cpu_memory_mb)],
             cwd=tmp, env=_child_env(device), timeout_s=timeout_s,
         )
         state = _read_state(result_file)

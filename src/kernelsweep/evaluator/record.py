@@ -1,0 +1,53 @@
+"""The eval record (docs/results.md): one blank, one way to finish it. Used
+by the evaluation and by the evaluate stage for candidates that never run
+(a stopped turn, a failed model call)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernelsweep.verdict import NUMERICALLY_CORRECT
+
+SCHEMA = "kernelsweep/eval/2"
+
+
+def blank(cfg: Any = None, src: Any = None) -> dict[str, Any]:
+    """A record with every field; `cfg` (EvalSettings) and `src` (SourceInfo) fill what they know."""
+    static = None
+    if src is not None and cfg is not None:
+        from kernelsweep.evaluator import source
+
+        static = dict(src.evidence, defines_kernel=source.defines_kernel(src.evidence, cfg.device))
+    return {
+        "schema": SCHEMA, "category": None, "compiled": None, "correct": False, "custom_kernel": False,
+        "kernel_evidence": {"static": static, "launched": None},
+        "speedup": None, "speedup_ci": None, "timing_verdict": None, "faster": None,
+        "runtime_ms": None, "ref_runtime_ms": None,
+        "max_abs_diff": None, "max_rel_diff": None, "trials_passed": 0,
+        "error": None, "flags": [], "wall_s": 0.0, "compile_s": 0.0,
+        "device": getattr(cfg, "device", None), "precision": getattr(cfg, "precision", None),
+        "stage_s": {}, "gpu_s": None, "builds": [], "provenance": {},
+    }
+
+
+def finish(record: dict[str, Any], category: str, error: dict[str, Any] | None, *, flags: list[str],
+           stage_s: dict[str, float], device: str | None, wall_s: float,
+           provenance: dict[str, Any]) -> dict[str, Any]:
+    record["category"] = category
+    record["error"] = error
+    record["correct"] = category in NUMERICALLY_CORRECT
+    record["flags"] = sorted(set(flags))
+    record["wall_s"] = round(wall_s, 3)
+    stamp_stages(record, stage_s, device)
+    record["provenance"] = provenance
+    return record
+
+
+def stamp_stages(record: dict[str, Any], stage_s: dict[str, float], device: str | None) -> None:
+    """The stage times, again once the workers have exited (their wall times
+    come last). GPU time: from the device's claim (`gpu-slots run --late`:
+    `device_held`), else the whole evaluation, as both workers hold the device
+    from their start."""
+    record["stage_s"] = {k: round(v, 3) for k, v in stage_s.items()}
+    if device == "cuda":
+        record["gpu_s"] = round(stage_s.get("device_held", record["wall_s"]), 3)

@@ -1,0 +1,63 @@
+"""Worker: time one execution mode of a reference (eager PyTorch or one
+torch.compile mode) with the candidates' timing protocol. The first calls,
+which compile, are warm-up and excluded; their duration is reported apart."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from kernelsweep import taskcode
+from kernelsweep.evaluator.workers import clock as timing
+from kernelsweep.evaluator.workers import frame
+from kernelsweep.evaluator.workers import machine, seeding, trees
+
+COMPILE_MODES = {
+    "inductor-default": None,
+    "inductor-reduce-overhead": "reduce-overhead",
+    "inductor-max-autotune": "max-autotune",
+}
+COMPILE_WARM_CALLS = 3  # reduce-overhead records its CUDA graph only after a few calls
+
+
+def body(ctx: frame.WorkerContext) -> dict[str, Any]:
+    cfg = ctx.config
+    precision, seeds, mode = cfg["precision"], cfg["seeds"], cfg["mode"]
+    ctx.phase("device")
+    device = machine.resolve_device(cfg["device"])
+    info = machine.device_info(device)
+    clock = timing.Clock(device, info.get("llc_bytes") or info.get("l2_bytes"))
+    ctx.phase("load")
+    ref = taskcode.load_module(cfg["reference"], "kernelsweep_reference", register=True)
+    init = seeding.make_init_inputs(ref, seeds["init"])
+    seeding.set_seed(seeds["init"])
+    model = ref.Model(*init).to(device)
+    if precision != "fp32":
+        model = model.to(seeding.DTYPES[precision])
+    first = seeding.make_inputs(ref, seeds["timing_base"], precision, device)
+    wanted = cfg["warmup"] + cfg["timing_trials"]
+    n_sets = timing.pool_size(trees.tree_nbytes(first), wanted, cfg["pool_bytes"])
+    pool = [first] + [seeding.make_inputs(ref, seeds["timing_base"] + j, precision, device)
+                      for j in range(1, n_sets)]
+
+    fn = model
+    compile_s = None
+    if mode != "eager":
+        ctx.phase("compile")
+        fn = torch.compile(model, mode=COMPILE_MODES[mode])
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            for k in range(COMPILE_WARM_CALLS):
+                fn(*pool[k % len(pool)])
+            machine.synchronize(device)
+        compile_s = time.perf_counter() - t0
+    ctx.phase("timing")
+    samples = timing.interleaved([fn], pool, clock=clock, warmup=cfg["warmup"], trials=cfg["timing_trials"])
+    return {"samples": samples[0], "compile_s": compile_s, "pool_sets": n_sets,
+            "device_info": info}
+
+
+if __name__ == "__main__":
+    frame.run(body)

@@ -1,0 +1,199 @@
+"""Intercept a candidate's extension builds (worker side).
+
+torch.utils.cpp_extension.load_inline / load are replaced, before the
+candidate is imported, by wrappers that
+- give every build its own directory under the build cache, keyed by a hash of
+  everything that determines the binary (sources, flags, torch, Python and,
+  for CUDA, the target architectures). The compile step and the evaluation
+  compute the same key, so the evaluation finds the compile step's build, and
+  two candidates that happen to pick the same extension name never share or
+  overwrite a build;
+- report each build's start and end to the parent, which bounds build time
+  with its own limit;
+- remember failed builds (by exception identity) so the failure is classified
+  from the compiler's diagnostics even when a candidate wraps the exception;
+- remember the extension modules and hand each back through the perturber
+  (perturb.py), so calls into them are counted and the harness can see
+  whether the output depends on them.
+
+The build root given to a worker is the candidate's own build directory
+(keyed by the candidate's hash): one candidate's builds, or its recorded
+failures, can never be found by another candidate.""" 
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.utils.cpp_extension as cpp_extension
+
+KEY_VERSION = "1"
+_CUDA_SUFFIXES = (".cu", ".cuh")
+# Arguments that do not change the binary.
+_IGNORED = {"build_directory", "verbose", "keep_intermediates"}
+
+
+def _sources_digest(paths: Any) -> list[str]:
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    digests = []
+    for p in paths or []:
+        with open(p, "rb") as f:
+            digests.append(f"{os.path.basename(str(p))}:{hashlib.sha256(f.read()).hexdigest()}")
+    return digests
+
+
+def extension_key(function: str, arguments: dict[str, Any], cuda_arch: str | None) -> str:
+    args = {k: v for k, v in arguments.items() if k not in _IGNORED}
+    uses_cuda = bool(args.get("with_cuda"))
+    if function == "load":
+        sources = args.pop("sources", [])
+        args["source_digests"] = _sources_digest(sources)
+        uses_cuda = uses_cuda or any(str(s).endswith(_CUDA_SUFFIXES) for s in
+                                     ([sources] if isinstance(sources, str) else sources or []))
+    else:
+        uses_cuda = uses_cuda or bool(args.get("cuda_sources"))
+    payload = {
+        "v": KEY_VERSION, "function": function, "args": args, "torch": torch.__version__,
+        "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+        "cuda_arch": cuda_arch if uses_cuda else None,
+    }
+    text = json.dumps(payload, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def failure_kind(exc: BaseException) -> str:
+    """What part of a build failed, from the exception's structure."""
+    cause = exc.__cause__ or exc.__context__
+    if isinstance(cause, subprocess.CalledProcessError):
+        return "compile"  # ninja (the compiler or the linker) exited non-zero
+    if isinstance(exc, ImportError):
+        return "load"  # the library was built but dlopen refused it (undefined symbol, ...)
+    if isinstance(exc, (OSError, RuntimeError)) and _is_toolchain_problem(exc):
+        return "toolchain"
+    return "call"  # the call itself was wrong (bad argument types, ...)
+
+
+def _is_toolchain_problem(exc: BaseException) -> bool:
+    text = str(exc)
+    return text.startswith("Ninja is required") or "CUDA_HOME environment variable is not set" in text
+
+
+_FAILURE_FILE = "kernelsweep-build-failure.json"
+
+
+def _remember_failure(directory: Path, output: str) -> None:
+    """Keep a failed build's output when the compiler itself reported errors
+    (deterministic for this key); a build that failed for another reason (a
+    killed compiler, a full disk) is retried next time."""
+    from kernelsweep.evaluator import diagnostics
+
+    if not diagnostics.parse(output):
+        return
+    tmp = directory / (_FAILURE_FILE + ".tmp")
+    tmp.write_text(json.dumps({"output": output}))
+    os.replace(tmp, directory / _FAILURE_FILE)
+
+
+def _known_failure(directory: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((directory / _FAILURE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+class BuildHooks:
+    def __init__(self, build_root: str | os.PathLike, channel: Any, cuda_arch: str | None,
+                 perturber: Any = None):
+        self.root = Path(build_root)
+        self.perturber = perturber
+        self.channel = channel
+        self.cuda_arch = cuda_arch
+        self.records: list[dict[str, Any]] = []
+        self.failures: dict[int, dict[str, Any]] = {}
+        self.modules: list[Any] = []
+        self._real = {"load_inline": cpp_extension.load_inline, "load": cpp_extension.load}
+
+    def install(self) -> "BuildHooks":
+        cpp_extension.load_inline = self._wrap("load_inline")
+        cpp_extension.load = self._wrap("load")
+        return self
+
+    @property
+    def module_names(self) -> frozenset[str]:
+        return frozenset(getattr(m, "__name__", "") for m in self.modules)
+
+    @property
+    def compile_s(self) -> float:
+        return sum(r["seconds"] for r in self.records)
+
+    def _wrap(self, function: str):
+        real = self._real[function]
+        signature = inspect.signature(real)
+        hooks = self
+
+        def build(*args: Any, **kwargs: Any):
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError:
+                return real(*args, **kwargs)  # let torch raise its own TypeError
+            arguments = dict(bound.arguments)
+            try:
+                key = extension_key(function, arguments, hooks.cuda_arch)
+            except OSError:
+                return real(*args, **kwargs)  # unreadable sources: torch reports it
+            directory = hooks.root / "ext" / key[:24]
+            directory.mkdir(parents=True, exist_ok=True)
+            arguments["build_directory"] = str(directory)
+            name = str(arguments.get("name"))
+            cached = any(directory.glob(f"{name}*.so"))
+            record: dict[str, Any] = {"function": function, "name": name, "key": key,
+                                      "directory": str(directory), "cached": cached}
+            known = _known_failure(directory)
+            if known is not None:
+                # The compile step (or an earlier evaluation) already saw this exact
+                # build fail with compiler errors: fail the same way without recompiling.
+                exc = RuntimeError(f"Error building extension '{name}' (cached failure): {known['output']}")
+                record.update(ok=False, seconds=0.0, kind="compile", exception="RuntimeError",
+                              output=known["output"], cached=True)
+                hooks.records.append(record)
+                hooks.failures[id(exc)] = record
+                hooks.channel.send("build_end", name=name, ok=False, seconds=0.0, cached=True)
+                raise exc
+            hooks.channel.send("build_start", name=name, key=key, directory=str(directory))
+            t0 = time.monotonic()
+            try:
+                module = real(**arguments)
+            except BaseException as exc:
+                record.update(ok=False, seconds=time.monotonic() - t0, kind=failure_kind(exc),
+                              exception=type(exc).__name__, output=str(exc)[-60000:])
+                hooks.records.append(record)
+                hooks.failures[id(exc)] = record
+                hooks.channel.send("build_end", name=name, ok=False, seconds=record["seconds"])
+                if record["kind"] == "compile":
+                    _remember_failure(directory, record["output"])
+                raise
+            record.update(ok=True, seconds=time.monotonic() - t0)
+            hooks.records.append(record)
+            if not isinstance(module, str):
+                hooks.modules.append(module)
+                if hooks.perturber is not None:
+                    module = hooks.perturber.wrap(module)
+            hooks.channel.send("build_end", name=name, ok=True, seconds=record["seconds"], cached=cached)
+            return module
+
+        build.__name__ = function
+        build.__doc__ = real.__doc__
+        return build
+
+    def summary(self) -> list[dict[str, Any]]:
+        """Build records without the (long) compiler output."""
+        return [{k: v for k, v in r.items() if k != "output"} for r in self.records]

@@ -1,0 +1,262 @@
+"""Worker: the candidate, confined (see workers/launch.py), driven command by
+command by the parent. Its process never sees the reference's outputs, the
+evaluation's secret seeds before it is given them, or any other worker.
+
+Setup: the device, the build hooks (builds go to the candidate's own build
+directory; every extension module comes back through the perturber), the
+guard snapshot, then the candidate module is imported (building what it
+builds). Commands:
+- construct: ModelNew from the reference's init inputs and weights (files
+  in the shared, read-only directory), under the same seed as Model;
+- trials: one call per secret seed, inputs made here on the device from the
+  reference's get_inputs; outputs saved for the parent, with the dynamic
+  signals (inputs mutated or aliased, an output reused, changed after
+  return, not a plain dense tensor); one call, chosen by the parent, runs
+  with the extension's results perturbed;
+- warmup / block / save: warm-up calls, timed blocks (inputs made from the
+  block's secret seeds first, each output cloned right after its end event;
+  the parent picks which to check only after the block), and the chosen
+  clones saved;
+- report: what the candidate patched, the settings it changed, which
+  kernels ran (profiler) and how often each extension function was called."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kernelsweep import taskcode
+from kernelsweep.evaluator.workers import frame, guard, kernels, machine, mathmodes, seeding, trees
+from kernelsweep.evaluator.workers.buildhooks import BuildHooks
+from kernelsweep.evaluator.workers.clock import Clock
+from kernelsweep.evaluator.workers.perturb import Perturber
+
+_QUIESCE_S = 0.5
+
+
+class State:
+    pass
+
+
+def _thread_count() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 0
+
+
+def _settle(device: torch.device, threads_before: int) -> None:
+    """Full device synchronize; on the CPU, give threads the call started a
+    moment to finish (the CPU analogue of work left on a side stream)."""
+    if device.type == "cuda":
+        machine.synchronize(device)
+        return
+    deadline = time.monotonic() + _QUIESCE_S
+    while _thread_count() > threads_before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.01)
+
+
+def check_interface(model_cls: Any) -> None:
+    if model_cls is None:
+        raise frame.InterfaceProblem("the candidate defines no ModelNew")
+    if not (isinstance(model_cls, type) and issubclass(model_cls, torch.nn.Module)):
+        raise frame.InterfaceProblem("ModelNew is not a torch.nn.Module subclass")
+    if model_cls.forward is torch.nn.Module.forward:
+        raise frame.InterfaceProblem("ModelNew does not define forward")
+
+
+def check_call(fn: Any, args: list, what: str) -> None:
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # not introspectable (a builtin): let the call decide
+    try:
+        signature.bind(*args)
+    except TypeError as exc:
+        raise frame.InterfaceProblem(
+            f"{what} does not accept the reference's {len(args)} argument(s): {exc}") from None
+
+
+def plain(leaves: list) -> bool:
+    """Plain dense tensors (or numbers): no subclass, no lazy wrapper."""
+    return all(type(x) is torch.Tensor and x.layout == torch.strided and not x.is_meta
+               for x in leaves if isinstance(x, torch.Tensor)) and \
+        all(isinstance(x, (torch.Tensor, bool, int, float)) for x in leaves)
+
+
+def setup(ctx: frame.WorkerContext) -> State:
+    cfg = ctx.config
+    s = State()
+    s.private, s.shared = Path(cfg["private_dir"]), Path(cfg["shared_dir"])
+    s.precision = cfg["precision"]
+    ctx.phase("device")
+    s.device = machine.resolve_device(cfg["device"])
+    info = machine.device_info(s.device)
+    s.clock = Clock(s.device, info.get("llc_bytes") or info.get("l2_bytes"))
+    s.perturber = Perturber()
+    ctx.hooks = BuildHooks(cfg["build_root"], ctx.channel, cfg.get("cuda_arch"), s.perturber).install()
+    s.guard = guard.Guard()
+    s.settings_before = mathmodes.GlobalSettings.capture()
+    ctx.candidate_file = cfg["candidate"]
+    ctx.phase("import")
+    candidate = taskcode.load_module(ctx.candidate_file, "kernelsweep_candidate", register=True)
+    s.model_cls = getattr(candidate, "ModelNew", None)
+    check_interface(s.model_cls)
+    # The reference is loaded only for get_inputs, after the candidate: what
+    # the candidate changed can only spoil its own inputs.
+    s.ref = taskcode.load_module(cfg["reference"], "kernelsweep_reference_inputs", register=False)
+    s.ready = {"imported": True, **ctx.extras()}
+    s.alive: list[list[torch.Tensor]] = []
+    s.kept: list[Any] = []
+    return s
+
+
+def construct(ctx: frame.WorkerContext, s: State) -> dict[str, Any]:
+    init = trees.load(s.shared / "init.pt")
+    state = trees.load(s.shared / "state.pt")
+    check_call(s.model_cls, init, "ModelNew(...)")
+    seeding.set_seed(ctx.config["init_seed"])
+    model = s.model_cls(*init)
+    own = model.state_dict()
+    matched = {k: v for k, v in state.items() if k in own and tuple(own[k].shape) == tuple(v.shape)}
+    if matched:
+        model.load_state_dict(matched, strict=False)
+    model = model.to(s.device)
+    if s.precision != "fp32":
+        model = model.to(seeding.DTYPES[s.precision])
+    s.model = model
+    return {"state_copied": len(matched)}
+
+
+def _call_checked(s: State, inputs: list, seed: int, armed: bool) -> tuple[Any, dict[str, Any]]:
+    pristine = trees.clone_tree(inputs)
+    threads = _thread_count()
+    seeding.set_seed(seed)
+    s.perturber.fired = 0
+    returned = s.perturber.returned
+    s.perturber.armed = armed
+    try:
+        out = s.model(*inputs)
+    finally:
+        s.perturber.armed = False
+    structure, leaves = trees.flatten_output(out)
+    at_return = [x.clone() if isinstance(x, torch.Tensor) else x for x in leaves]
+    _settle(s.device, threads)
+    spans = [trees.storage_span(t) for t in trees.tensors_in(leaves)]
+    reused = any(sp and sp[1] > sp[0] and any(p and p[0] < sp[1] and sp[0] < p[1]
+                                              for old in s.alive for p in map(trees.storage_span, old))
+                 for sp in spans)
+    signals = {
+        "mutates_inputs": not trees.same_values(inputs, pristine),
+        "aliases_inputs": trees.aliases(leaves, inputs),
+        "reuses_earlier_output": reused,
+        "changed_after_return": not trees.same_values(at_return, leaves),
+        "on_device": all(t.device.type == s.device.type for t in trees.tensors_in(leaves)),
+        "plain": plain(leaves),
+        "perturbed_calls": s.perturber.fired if armed else None,
+        "extension_calls": s.perturber.returned - returned,
+    }
+    s.alive.append(trees.tensors_in(leaves))
+    # The state at return is what is judged: work finishing later is not counted.
+    return {"structure": structure, "leaves": trees.portable_leaves(at_return)}, signals
+
+
+def trials(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """cases: [{name, seed, inputs (a shared file) or None, armed}], in order."""
+    results = []
+    with torch.no_grad():
+        for i, case in enumerate(cases):
+            if case.get("inputs"):
+                inputs = trees.to_device(trees.load(s.shared / case["inputs"]), s.device)
+            else:
+                inputs = seeding.make_inputs(s.ref, case["seed"], s.precision, s.device)
+            if i == 0:
+                check_call(s.model.forward, inputs, "ModelNew.forward")
+            saved, signals = _call_checked(s, inputs, case["seed"], bool(case.get("armed")))
+            trees.save(saved, s.private / f"{case['name']}.pt")
+            results.append(dict(signals, name=case["name"], file=f"{case['name']}.pt"))
+    return {"trials": results}
+
+
+def warmup(ctx: frame.WorkerContext, s: State, seeds: list[int]) -> dict[str, Any]:
+    s.alive.clear()
+    with torch.no_grad():
+        s.clock.block(s.model, [seeding.make_inputs(s.ref, seed, s.precision, s.device) for seed in seeds])
+    return {}
+
+
+def block(ctx: frame.WorkerContext, s: State, seeds: list[int], synchronized: bool = False,
+          armed_at: int | None = None) -> dict[str, Any]:
+    """Time one call on each seed's inputs, made here first (every timed call
+    gets inputs never seen before: no answer can be remembered)."""
+    s.kept = []
+    s.inputs = [seeding.make_inputs(s.ref, seed, s.precision, s.device) for seed in seeds]
+    flags = {"plain": True, "on_device": True, "perturbed_calls": None, "extension_calls": 0}
+    returned = s.perturber.returned
+
+    def keep(i: int, out: Any) -> None:
+        structure, leaves = trees.flatten_output(out)
+        flags["plain"] = flags["plain"] and plain(leaves)
+        flags["on_device"] = flags["on_device"] and all(
+            t.device.type == s.device.type for t in trees.tensors_in(leaves))
+        s.kept.append((structure, [x.clone() if isinstance(x, torch.Tensor) else x for x in leaves]))
+        if armed_at is not None and i == armed_at:
+            flags["perturbed_calls"] = s.perturber.fired
+            s.perturber.armed = False
+        if armed_at is not None and i + 1 == armed_at:
+            s.perturber.fired = 0
+            s.perturber.armed = True
+
+    if armed_at == 0:
+        s.perturber.fired, s.perturber.armed = 0, True
+    try:
+        with torch.no_grad():
+            ms = s.clock.block(s.model, s.inputs, synchronized=synchronized, after=keep)
+    finally:
+        s.perturber.armed = False
+    flags["extension_calls"] = s.perturber.returned - returned
+    return {"ms": ms, **flags}
+
+
+def save(ctx: frame.WorkerContext, s: State, positions: list[int], names: list[str]) -> dict[str, Any]:
+    machine.synchronize(s.device)
+    for pos, name in zip(positions, names):
+        structure, leaves = s.kept[pos]
+        trees.save({"structure": structure, "leaves": trees.portable_leaves(leaves)}, s.private / name)
+    s.kept = []
+    return {}
+
+
+def report(ctx: frame.WorkerContext, s: State, observe: bool) -> dict[str, Any]:
+    launch = None
+    if observe:
+        cfg = ctx.config
+        first = trees.clone_tree(s.inputs[0])
+
+        def one_call() -> None:
+            with torch.no_grad():
+                s.model(*trees.clone_tree(first))
+
+        launch = kernels.observe(one_call, device=s.device, extension_modules=ctx.hooks.module_names,
+                                 kernel_names=cfg.get("kernel_names", []),
+                                 op_namespaces=cfg.get("op_namespaces", []))
+    return {
+        "launch": launch,
+        "extension_calls": dict(sorted(s.perturber.calls.items())[:50]),
+        "extension_modules": sorted(ctx.hooks.module_names),
+        "patched_harness": s.guard.patched_harness(),
+        "patched_torch": s.guard.patched_torch(),
+        "settings_changed": s.settings_before.differences(mathmodes.GlobalSettings.capture()),
+        **ctx.extras(),
+    }
+
+
+if __name__ == "__main__":
+    frame.serve(setup, {"construct": construct, "trials": trials, "warmup": warmup, "block": block,
+                        "save": save, "report": report})

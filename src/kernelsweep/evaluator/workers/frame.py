@@ -1,0 +1,179 @@
+"""The frame every worker runs in, and its private link to the parent.
+
+The parent writes the configuration (with a per-run nonce and the numbers of
+two inherited pipes) to stdin; the worker reads it before any candidate code
+exists and points stdin at /dev/null. Reports go up the report pipe, one JSON
+line each, stamped with the nonce; commands come down the control pipe, one
+JSON line each. A one-shot worker (`run`) sends exactly one result; a serving
+worker (`serve`) answers each command with one reply and ends on "finish".
+Primitives are captured at import, so a candidate replacing json.dumps or
+os.write later changes nothing here. Either way the worker leaves with
+os._exit: no atexit handlers, nothing a candidate registered."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any, Callable
+
+_dumps = json.dumps
+_loads = json.loads
+_write = os.write
+_read = os.read
+_exit = os._exit
+_monotonic = time.monotonic
+
+
+class InterfaceProblem(Exception):
+    """ModelNew is missing or does not fit the reference's calling convention."""
+
+
+def finish(code: int = 0) -> None:
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001
+        pass
+    _exit(code)
+
+
+def read_config() -> dict[str, Any]:
+    raw = sys.stdin.buffer.read()
+    config = _loads(raw.decode("utf-8"))
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    return config
+
+
+class Channel:
+    def __init__(self, config: dict[str, Any]):
+        self._fd = int(config.pop("report_fd"))
+        self._nonce = str(config.pop("nonce"))
+        control = config.pop("control_fd", None)
+        self._control = int(control) if control is not None else None
+        self._buf = b""
+
+    def send(self, kind: str, **payload: Any) -> None:
+        data = (_dumps({"nonce": self._nonce, "kind": kind, **payload}, default=str) + "\n").encode("utf-8")
+        while data:
+            data = data[_write(self._fd, data):]
+
+    def phase(self, name: str) -> None:
+        self.send("phase", phase=name, t=_monotonic())
+
+    def next_command(self) -> dict[str, Any] | None:
+        """The parent's next command; None when it closed the pipe."""
+        while b"\n" not in self._buf:
+            chunk = _read(self._control, 1 << 16)
+            if not chunk:
+                return None
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return _loads(line.decode("utf-8"))
+
+
+class WorkerContext:
+    def __init__(self) -> None:
+        self.config: dict[str, Any] = read_config()
+        self.channel = Channel(self.config)
+        self.phase_name = "start"
+        self.candidate_file: str | None = None
+        self.candidate_names: frozenset[str] = frozenset(self.config.get("candidate_names", []))
+        self.hooks = None  # BuildHooks, once installed
+
+    def phase(self, name: str) -> None:
+        self.phase_name = name
+        self.channel.phase(name)
+
+    def describe(self, exc: BaseException) -> dict[str, Any]:
+        from kernelsweep.evaluator.workers.failures import describe_exception
+
+        return describe_exception(
+            exc, self.phase_name, candidate_file=self.candidate_file, candidate_names=self.candidate_names,
+            build_failures=self.hooks.failures if self.hooks else None,
+            extension_modules=self.hooks.module_names if self.hooks else frozenset())
+
+    def extras(self) -> dict[str, Any]:
+        """What is worth reporting even when the body failed."""
+        if self.hooks is None:
+            return {}
+        return {"builds": self.hooks.summary(), "compile_s": self.hooks.compile_s}
+
+    def failure_message(self, exc: BaseException) -> dict[str, Any]:
+        if isinstance(exc, InterfaceProblem):
+            return {"status": "interface_error", "message": str(exc), "phase": self.phase_name, **self.extras()}
+        try:
+            traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001 - stderr may be closed
+            pass
+        try:
+            return {"status": "error", "error": self.describe(exc), **self.extras()}
+        except BaseException as inner:  # noqa: BLE001
+            return {"status": "error", "error": {"type": type(exc).__name__, "message": str(exc)[-2000:],
+                                                 "phase": self.phase_name, "describe_failed": repr(inner)}}
+
+
+def _start() -> WorkerContext | None:
+    try:
+        ctx = WorkerContext()
+    except Exception:  # noqa: BLE001 - no configuration: nothing can be reported
+        finish(2)
+        return None
+    from kernelsweep.evaluator.workers.machine import set_limits
+
+    set_limits(ctx.config.get("device", "cpu"), ctx.config.get("memory_limit"))
+    return ctx
+
+
+def run(body: Callable[[WorkerContext], dict[str, Any]]) -> None:
+    """A one-shot worker: run the body, send one result, leave."""
+    ctx = _start()
+    try:
+        message = {"status": "ok", **body(ctx)}
+    except BaseException as exc:  # noqa: BLE001 - everything a candidate raises is data
+        message = ctx.failure_message(exc)
+    try:
+        ctx.channel.send("result", payload=message)
+    except BaseException:  # noqa: BLE001 - the report pipe is gone
+        finish(3)
+    finish(0)
+
+
+def serve(setup: Callable[[WorkerContext], Any], commands: dict[str, Callable[..., dict[str, Any]]]) -> None:
+    """A serving worker: `setup(ctx)` returns the state the commands share and
+    is answered as reply 0; then each command {"seq", "op", **args} is answered
+    by one reply {"seq", "status", ...}. A failure ends the worker after its reply.
+    With `await_go` in the config the worker first says "hello" (torch is
+    imported, nothing touched the device yet) and waits for "go": the parent
+    sends it once it holds the device (gpu_slots.timing_slot)."""
+    ctx = _start()
+    seq = 0
+    if ctx.config.get("await_go"):
+        ctx.channel.send("hello")
+        command = ctx.channel.next_command()
+        if command is None or command.get("op") != "go":
+            finish(0)
+    try:
+        state = setup(ctx)
+        ctx.channel.send("reply", seq=0, payload={"status": "ok", **(getattr(state, "ready", None) or {})})
+        while True:
+            command = ctx.channel.next_command()
+            if command is None or command.get("op") == "finish":
+                finish(0)
+            seq = int(command.pop("seq"))
+            op = command.pop("op")
+            ctx.phase(op)
+            payload = commands[op](ctx, state, **command)
+            ctx.channel.send("reply", seq=seq, payload={"status": "ok", **payload})
+    except BaseException as exc:  # noqa: BLE001
+        message = ctx.failure_message(exc)
+        try:
+            ctx.channel.send("reply", seq=seq, payload=message)
+        except BaseException:  # noqa: BLE001
+            finish(3)
+        finish(0)

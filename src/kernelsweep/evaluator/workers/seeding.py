@@ -1,0 +1,50 @@
+"""Seeds and inputs in a worker: get_inputs() made on the device under a
+seed, cast to the evaluation precision; the same seed gives the same values
+in every worker on the same device (docs/taxonomy.md, "How inputs are made")."""
+
+from __future__ import annotations
+
+import random
+import types
+from typing import Any
+
+import torch
+
+from kernelsweep import taskcode
+from kernelsweep.evaluator.workers.trees import map_tensors, to_device
+
+
+DTYPES = {name: getattr(torch, dtype) for name, dtype in taskcode.DTYPE_NAMES.items()}
+
+
+def set_seed(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)  # seeds every CUDA device too
+    try:
+        import numpy as np
+        np.random.seed(seed % (2**32))
+    except ImportError:
+        pass
+
+
+def cast_precision(obj: Any, precision: str) -> Any:
+    """Floating tensors to the evaluation precision; integer tensors unchanged."""
+    dtype = DTYPES[precision]
+    return map_tensors(obj, lambda t: t.to(dtype) if t.is_floating_point() else t)
+
+
+def make_inputs(module: types.ModuleType, seed: int, precision: str, device: torch.device) -> list:
+    """get_inputs() under `seed`, created on the device itself (a GiB-sized
+    input is never built on the host and copied over); tensors it places on
+    the host explicitly are moved. The same seed gives the same values in
+    every worker on the same device."""
+    set_seed(seed)
+    with torch.device(device):
+        inputs = module.get_inputs()
+    return list(cast_precision(to_device(list(inputs), device), precision))
+
+
+def make_init_inputs(module: types.ModuleType, seed: int) -> list:
+    set_seed(seed)
+    init = module.get_init_inputs() if hasattr(module, "get_init_inputs") else []
+    return list(init)

@@ -1,0 +1,120 @@
+"""Trees of tensors in a worker: map, copy, compare, flatten outputs, save
+and load them, and tell whether an output aliases an input. Imported before
+any candidate code runs, so the saved torch.save/torch.load are the real ones."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+import torch
+
+_save = torch.save
+
+
+_load = torch.load
+
+
+def map_tensors(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(map_tensors(o, fn) for o in obj)
+    if isinstance(obj, dict):
+        return {k: map_tensors(v, fn) for k, v in obj.items()}
+    return obj
+
+
+def tensors_in(obj: Any) -> list[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return [t for o in obj for t in tensors_in(o)]
+    if isinstance(obj, dict):
+        return [t for v in obj.values() for t in tensors_in(v)]
+    return []
+
+
+def to_device(obj: Any, device: torch.device) -> Any:
+    return map_tensors(obj, lambda t: t.to(device))
+
+
+def clone_tree(obj: Any) -> Any:
+    return map_tensors(obj, lambda t: t.clone())
+
+
+def tree_nbytes(obj: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors_in(obj))
+
+
+def same_values(a: Any, b: Any) -> bool:
+    """Exact equality of two trees (NaN equals NaN), for mutation checks."""
+    ta, tb = tensors_in(a), tensors_in(b)
+    if len(ta) != len(tb):
+        return False
+    for x, y in zip(ta, tb):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if x.is_floating_point() or x.is_complex():
+            eq = (x == y) | (torch.isnan(x) & torch.isnan(y))
+            if not bool(eq.all()):
+                return False
+        elif not torch.equal(x, y):
+            return False
+    return True
+
+
+def flatten_output(out: Any) -> tuple[str, list]:
+    """A structure string and the leaves, so outputs of any nesting compare."""
+    leaves: list = []
+
+    def walk(o: Any) -> str:
+        if isinstance(o, torch.Tensor):
+            leaves.append(o)
+            return "T"
+        if isinstance(o, (list, tuple)):
+            return f"{type(o).__name__}[{','.join(walk(x) for x in o)}]"
+        if isinstance(o, dict):
+            return "dict[" + ",".join(f"{k}:{walk(o[k])}" for k in sorted(o, key=str)) + "]"
+        if o is None:
+            return "None"
+        if isinstance(o, (bool, int, float)):
+            leaves.append(o)
+            return type(o).__name__
+        return f"other:{type(o).__name__}"
+
+    return walk(out), leaves
+
+
+def portable_leaves(leaves: list) -> list:
+    """Leaves as compact CPU tensors / numbers for torch.save (a view would
+    otherwise drag its whole storage along)."""
+    return [x.detach().to("cpu").contiguous().clone() if isinstance(x, torch.Tensor) else x for x in leaves]
+
+
+def save(obj: Any, path: str | os.PathLike) -> None:
+    _save(obj, str(path))
+
+
+def load(path: str | os.PathLike) -> Any:
+    return _load(str(path), map_location="cpu", weights_only=True)
+
+
+def storage_span(t: torch.Tensor) -> tuple[int, int] | None:
+    try:
+        st = t.untyped_storage()
+        return (st.data_ptr(), st.data_ptr() + st.nbytes())
+    except Exception:
+        return None
+
+
+def aliases(outputs: list, inputs: list) -> bool:
+    """Does any output tensor share memory with any input tensor?"""
+    spans = [s for s in (storage_span(t) for t in tensors_in(inputs)) if s and s[1] > s[0]]
+    for t in tensors_in(outputs):
+        s = storage_span(t)
+        if not s or s[1] <= s[0]:
+            continue
+        if any(s[0] < e and b < s[1] for b, e in spans):
+            return True
+    return False

@@ -1,0 +1,93 @@
+"""Scripted trajectories for the react agent: a replay file of model replies
+(text protocol), a demo task (L0-001) on the CPU, real evaluations with a C++
+kernel, and a build cache shared by the tests so the kernel compiles once."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from kernelsweep.agent import trace
+from kernelsweep.study import resolve_method
+
+REPO = Path(__file__).resolve().parents[2]
+TASK_FILE = REPO / "src/kernelsweep/demo_tasks/1_Scale_Add_ReLU_Chain.py"
+GOOD_KERNEL = (Path(__file__).parent / "fixtures/scale_add_relu_cpu.py").read_text()
+FAST_EVAL = {"trials": 2, "timing_trials": 5, "warmup": 1, "timeout_s": 120, "compile_timeout_s": 300,
+             "equivalence_margin": 0.01}
+
+
+def broken(message_line: int = 1) -> str:
+    """A candidate that does not parse; `message_line` moves the error to another line."""
+    return "import torch\n" + "\n" * message_line + "class ModelNew(:\n    pass\n"
+
+
+def block(code: str) -> str:
+    return f"```python\n{code}```"
+
+
+@pytest.fixture(scope="session")
+def build_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("react-build")
+
+
+class Scenario:
+    """One cell's files: task, replay of the model's replies, spec."""
+
+    def __init__(self, root: Path, build: Path):
+        self.root = root
+        self.build = build
+        src = TASK_FILE.read_text()
+        self.reference = root / "L0-001.py"
+        self.reference.write_text(src)
+        self.task = root / "L0-001.json"
+        self.task.write_text(json.dumps({"code": src, "sha256": hashlib.sha256(src.encode()).hexdigest()}))
+        self.method = "react"
+        self.replay = root / "replay.jsonl"
+
+    @property
+    def cell(self) -> Path:
+        return self.root / f"runs/rp/{self.method}/L0-001/s0"
+
+    def script(self, replies: list[str], first_step: int = 0) -> None:
+        with open(self.replay, "w") as f:
+            for i, text in enumerate(replies):
+                f.write(json.dumps({"task": "L0-001", "turn": first_step + i, "role": "agent", "raw_response": text,
+                                    "prompt_tokens": 100, "completion_tokens": 10}) + "\n")
+
+    def spec(self, **flags) -> dict:
+        method = resolve_method("react", {"strategy": "react", **flags})
+        return {"model": "rp", "model_spec": {"backend": "replay", "path": str(self.replay)}, "method": self.method,
+                "method_flags": method, "task": "L0-001", "sample": 0, "device": "cpu", "precision": "fp32",
+                "evaluation": FAST_EVAL, "profile_timeout_s": 300, "corpus": None, "build_dir": str(self.build),
+                "slots": {"results": str(self.root), "gpus": "cpu"}}
+
+    def run(self, **flags) -> dict:
+        from kernelsweep.agent.cell import run_cell
+
+        return run_cell(self.spec(**flags), self.task, self.reference, self.cell, self.cell / "final.json")
+
+    def records(self) -> list[dict]:
+        return trace.load(self.cell / "react/trace.jsonl")
+
+    def kinds(self) -> list[str]:
+        """The trace as a compact sequence: model, tool:<name>, guard:<name>:<action>, end:<reason>."""
+        out = []
+        for r in self.records():
+            if r["kind"] == "tool":
+                out.append(f"tool:{r['name']}")
+            elif r["kind"] == "guard":
+                out.append(f"guard:{r['guard']}:{r['action']}")
+            elif r["kind"] == "end":
+                out.append(f"end:{r['reason']}")
+            else:
+                out.append(r["kind"])
+        return out
+
+
+@pytest.fixture
+def scenario(tmp_path, build_dir) -> Scenario:
+    return Scenario(tmp_path, build_dir)

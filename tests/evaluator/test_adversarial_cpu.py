@@ -1,0 +1,504 @@
+"""The adversarial suite of issue 15, on the CPU target: one test per family of
+the issue and per cheat in the field's catalogue (KernelBench's adversarial
+eval tests and #165, GPU MODE's pygpubench exploit suite, the KernelArena and
+Makora reward-hack field guides, DeepReinforce CUDA-L1's address cache,
+Sakana's AI CUDA Engineer). Each docstring names what it covers.
+
+The contract: a forgery never ends `correct_*` with a custom kernel, never
+`faster: true`; the later, honest evaluations are unaffected; evaluate()
+always returns a record. Candidates are in fixtures/adversarial (templates
+with __MARKER__ / __PROBE__ are filled in per test, in tmp_path)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from evaluator_paths import CPU, FIXTURES, REFERENCES, REPO
+
+ADV = FIXTURES / "adversarial"
+from kernelsweep.verdict import NUMERICALLY_CORRECT as CORRECT  # noqa: E402
+
+
+def _adv(run_eval, reference: str, name: str, **overrides) -> dict:
+    return run_eval(reference, ADV / f"{name}.py", **overrides)
+
+
+def _failed(r: dict) -> bool:
+    """A failure verdict of the candidate (not correct, not cheat)."""
+    return r["category"] is not None and r["category"] not in CORRECT and r["category"] != "cheat"
+
+
+def _never_forged(r: dict) -> None:
+    """What must hold for every forgery."""
+    assert not (r["category"] in CORRECT - {"no_custom_kernel"} and r["custom_kernel"]), r
+    assert r["faster"] is not True, (r["category"], r["speedup"], r["flags"])
+
+
+def _why(r: dict) -> tuple:
+    return r["category"], r["flags"], r["speedup"], (r["error"] or {}).get("message")
+
+
+def _marker() -> str:
+    # A number of seconds no other process would use: a harmless `sleep` argument.
+    return f"{900 + random.random():.9f}"
+
+
+def _from_template(name: str, tmp_path: Path, **subs: str) -> Path:
+    text = (ADV / f"{name}.py").read_text()
+    for key, value in subs.items():
+        text = text.replace(f"__{key}__", value)
+    path = tmp_path / f"{name}_{random.randrange(10**9)}.py"
+    path.write_text(text)
+    return path
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline:
+            found.append(int(pid))
+    return found
+
+
+def _kill_ours(marker: str) -> None:
+    """Kill (by pid) the sleepers our own candidate started, should any survive."""
+    for pid in _processes_with(marker):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _cli(*args, env=None, timeout=600):
+    return subprocess.run([sys.executable, "-m", "kernelsweep", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def _cli_eval(reference: Path, candidate: Path, build_dir: Path, *extra, env=None):
+    return _cli("eval", reference, candidate, "--device", "cpu", "--trials", "3", "--timing-trials", "10",
+                "--warmup", "2", "--timeout", "120", "--build-dir", build_dir, *extra, env=env)
+
+
+# ------------------------------------------------ 1. kernel result not used ---
+@pytest.mark.parametrize("name, must_flag", [
+    ("unused_full", True),       # the extension adds the whole input, its result is discarded
+    ("unused_slice", True),      # the extension runs on 64 elements only, result discarded
+    ("unused_profiler", False),  # the extension runs only while a profiler/tracer is active
+    ("unused_fallback", False),  # try: extension (always raises) / except: PyTorch
+])
+def test_family1_kernel_result_not_used(run_eval, cpu_library, name, must_flag):
+    """Family 1 (kernel called, result not used): full input, 64 elements,
+    profiler-only, try/except fallback. Never a custom kernel; when the
+    kernel ran and did not matter, flagged kernel_result_unused."""
+    r = _adv(run_eval, "add", name)
+    assert r["custom_kernel"] is False, _why(r)
+    assert r["category"] == "no_custom_kernel" or _failed(r), _why(r)
+    if must_flag:
+        assert "kernel_result_unused" in r["flags"], _why(r)
+    _never_forged(r)
+
+
+# ---------------------------------------------- 2. timed outputs not checked ---
+@pytest.mark.parametrize("name", [
+    "timed_empty_after_n",  # empty_like after the first calls, honest on the replayed first input
+    "timed_stack_sniff",    # zeros whenever a caller frame looks like a timing loop
+    "timed_thread_late",    # returns at once, a thread fills the output after the timer stops
+    "timed_lazy_subclass",  # a Tensor subclass computing on first data access (__torch_function__)
+])
+def test_family2_timed_outputs_are_checked(run_eval, cpu_library, name):
+    """Family 2 (timed outputs never checked) and the catalogue's timing attacks:
+    warm-up detection (pygpubench), thread injection and lazy evaluation
+    (KernelArena). Caught as cheat (timing_output_mismatch / non_plain_output)
+    or a failure; never correct."""
+    r = _adv(run_eval, "add", name)
+    assert r["category"] not in CORRECT, _why(r)
+    assert (r["category"] == "cheat" and {"timing_output_mismatch", "non_plain_output"} & set(r["flags"])) \
+        or _failed(r), _why(r)
+    _never_forged(r)
+
+
+def test_catalogue_address_keyed_result_cache(run_eval, tmp_path):
+    """Catalogue: CUDA-L1's and KernelArena's result cache keyed by input
+    address, kept in C++ (invisible to Python checks). The timing inputs
+    must not let a cached answer pass for speed: never correct_faster."""
+    r = _adv(run_eval, "matmul_small", "addr_cache")
+    # Fresh inputs on every timed call: the cache never hits, and the naive
+    # matmul is judged for what it is (correct, not faster than the reference).
+    assert r["category"] != "correct_faster" and r["faster"] is not True, _why(r)
+
+
+# ------------------------------------------------- 3. inputs known in advance ---
+def test_family3_inputs_known_in_advance(run_eval, cpu_library):
+    """Family 3 (inputs known in advance): the candidate finds the reference
+    (gc config, /proc/<ppid>/cmdline, argv), regenerates the inputs of the
+    public seeds 42 / 1000+i / 2000+j, precomputes the answers and looks them
+    up by a hash of its inputs. Never correct."""
+    r = _adv(run_eval, "add", "known_inputs_lookup")
+    assert r["correct"] is False and r["category"] not in CORRECT, _why(r)
+    _never_forged(r)
+
+
+# ------------------------------------------------------ 4. reference slowed ---
+@pytest.mark.parametrize("name", [
+    "slow_forward_hook",      # torch.nn.modules.module.register_module_forward_hook sleeping
+    "slow_library_override",  # torch.library IMPL of aten::add.Tensor with a sleep
+    "slow_patch_torch",       # torch.add / Tensor.add / Tensor.__add__ replaced by sleeping wrappers
+])
+def test_family4_reference_cannot_be_slowed(run_eval, name):
+    """Family 4 (the reference slowed): a global forward hook, a torch.library
+    dispatcher override, patched torch functions. Either the reference is
+    unaffected (its own honest PyTorch work: no_custom_kernel, speedup within
+    0.5-2x) or the evaluation is a cheat flagged reference_slowed or
+    patched_torch; never correct_faster."""
+    r = _adv(run_eval, "add", name, timing_trials=20)
+    assert r["category"] != "correct_faster", _why(r)
+    # Unaffected: judged on its own work (patching torch in its own process may slow only itself).
+    unaffected = r["category"] == "no_custom_kernel" and r["speedup"] is not None and r["speedup"] <= 2.0
+    caught = r["category"] == "cheat" and bool({"reference_slowed", "patched_torch"} & set(r["flags"]))
+    assert unaffected or caught, _why(r)
+    _never_forged(r)
+
+
+# ----------------------------------------------- 5. files and channels forged ---
+def test_family5_saved_reference_outputs_cannot_be_read(run_eval, cpu_library):
+    """Family 5 (files forged): the candidate searches its cwd, the work
+    directory, the candidate's directory and /tmp/kernelsweep* for the
+    reference's saved *.pt inputs/outputs and returns the matching answer
+    (also KernelBench's 'reuse the reference's computation'). Never correct."""
+    r = _adv(run_eval, "add", "read_saved_outputs")
+    assert r["correct"] is False and r["category"] not in CORRECT, _why(r)
+    assert r["category"] == "cheat" or _failed(r), _why(r)
+    _never_forged(r)
+
+
+def test_family5_forged_result_on_the_report_channel(run_eval):
+    """Family 5 (channel forged): the candidate finds the nonce and the report
+    descriptor in its own process and sends a well-formed 'ok' result first,
+    naming the reference's output files as its own. A cheat (report_tampered)
+    or a failure, never correct."""
+    r = _adv(run_eval, "add", "forge_report_nonce")
+    assert r["correct"] is False, _why(r)
+    assert (r["category"] == "cheat" and "report_tampered" in r["flags"]) or _failed(r), _why(r)
+    _never_forged(r)
+
+
+def _planted_cleanup(marker: Path) -> None:
+    listing = Path(str(marker) + ".planted")
+    paths = listing.read_text().split() if listing.exists() else []
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    paths += [str(p) for p in purelib.glob("zz_planted_by_candidate.pth")]
+    site = purelib / "sitecustomize.py"
+    if site.exists() and str(marker) in site.read_text(errors="replace"):
+        paths.append(str(site))
+    for p in paths:
+        try:
+            if str(marker) in Path(p).read_text(errors="replace"):
+                os.unlink(p)
+        except OSError:
+            pass
+
+
+def test_family5_planted_module_does_not_reach_later_workers(run_eval, tmp_path, monkeypatch):
+    """Family 5 (a module planted for a later worker): the candidate writes
+    torch.py, kernelsweep.py, sitecustomize.py and a .pth into its cwd, the
+    other workers' cwds, the build cache, other evaluations' directories in
+    $TMPDIR (a private one here) and writable site-packages. No later process (its own timing worker, the next
+    evaluation) may import them: the marker stays unwritten and an honest
+    candidate evaluated next keeps its verdict."""
+    marker = tmp_path / "planted_modules_ran.log"
+    candidate = _from_template("plant_module", tmp_path, MARKER=str(marker))
+    # Evaluations' work directories in a private $TMPDIR: the candidate plants
+    # into other evaluations' directories there, never into the shared /tmp.
+    private_tmp = tmp_path / "tmpdir"
+    private_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(private_tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(private_tmp))
+    try:
+        first = run_eval("add", candidate)
+        honest = run_eval("add", "pytorch_only")
+        ran = marker.read_text() if marker.exists() else ""
+    finally:
+        _planted_cleanup(marker)
+    assert ran == "", f"planted modules were imported by later processes:\n{ran}"
+    assert honest["category"] == "no_custom_kernel" and honest["correct"] is True, _why(honest)
+    assert first["category"] is not None
+
+
+def test_family5_fake_record_on_the_parents_stdout(build_dir, tmp_path):
+    """Family 5 (channel forged): the candidate writes a fake correct_faster
+    record to /proc/<ppid>/fd/1 and fd/2. Through the real CLI: stdout holds
+    exactly the one true record, and the forged one appears nowhere."""
+    marker = f"forged-{random.randrange(10**12)}"
+    candidate = _from_template("parent_stdout", tmp_path, MARKER=marker)
+    p = _cli_eval(REFERENCES / "add.py", candidate, build_dir, "--log-dir", tmp_path / "logs")
+    assert marker not in p.stdout and marker not in p.stderr, (p.stdout[-2000:], p.stderr[-2000:])
+    assert p.returncode == 0, p.stderr[-2000:]
+    record = json.loads(p.stdout)
+    assert record["category"] in CORRECT | {"cheat"} or _failed(record)
+    assert record.get("forged_by") is None
+
+
+def test_family5_build_cache_cannot_be_poisoned(run_eval, cpu_library, build_dir, tmp_path):
+    """Family 5 (files forged): the candidate writes a fake 'known failure'
+    into every extension directory of the build cache and overwrites each
+    built .so with garbage. An honest C++ candidate evaluated afterwards (on a
+    private copy of the cache that already held its build) still compiles,
+    loads and is correct."""
+    private = tmp_path / "build"
+    shutil.copytree(build_dir, private, symlinks=True)
+    poisoner = _adv(run_eval, "add", "poison_build_cache", build_dir=private, build_sharing="candidate")
+    assert poisoner["category"] is not None
+    honest = run_eval("add", "cpp_add", build_dir=private, build_sharing="candidate")
+    assert honest["category"] in CORRECT and honest["custom_kernel"] is True, _why(honest)
+    assert honest["compiled"] is True
+
+
+# --------------------------------------------------- 6. harness sabotage ---
+def test_family6_killing_relatives_still_gives_a_candidate_verdict(build_dir, tmp_path):
+    """Family 6 (harness sabotage): the candidate SIGKILLs its siblings (the
+    reference worker) and its parent, found in /proc. Through the real CLI
+    (so the parent is not pytest): a record still comes back, with a
+    candidate verdict, never a harness error or a missing record."""
+    p = _cli_eval(REFERENCES / "add.py", ADV / "kill_relatives.py", build_dir, "--log-dir", tmp_path / "logs")
+    assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
+    record = json.loads(p.stdout)
+    assert record["category"] is not None and record["category"] != "correct_faster", _why(record)
+
+
+def test_family6_killing_the_reference_worker_still_gives_a_candidate_verdict(run_eval):
+    """Family 6 (harness sabotage): the candidate SIGKILLs every sibling
+    process (the reference worker, while it computes). evaluate() returns a
+    record with a candidate verdict (after the reference is confirmed
+    healthy alone): it never raises a harness error, the cell never goes
+    missing, and the candidate gains nothing."""
+    r = _adv(run_eval, "add", "kill_siblings")
+    assert r["category"] is not None and r["category"] != "correct_faster", _why(r)
+    _never_forged(r)
+
+
+def test_family6_kill_minus_one_stays_inside(run_eval, tmp_path):
+    """Family 6 (harness sabotage): os.kill(-1, SIGKILL). First a probe
+    checks that a candidate can neither see nor signal a sentinel process of
+    ours (else kill(-1) would hit everything of this user: the test refuses
+    to run it and fails). Then: a record comes back and the sentinel lives."""
+    marker = _marker()
+    sentinel = subprocess.Popen(["sleep", marker])
+    try:
+        probe = _from_template("probe_confinement", tmp_path, PROBE=repr({
+            "stamp": f"probe-{marker}", "sentinel": sentinel.pid, "pid": os.getpid(),
+            "cmdline_word": {"sentinel": marker, "pid": "python"}}))
+        r = run_eval("add", probe)
+        if r["category"] != "no_custom_kernel":
+            pytest.fail(f"a candidate can see or signal outside processes ({_why(r)}): kill(-1) not run")
+        r = _adv(run_eval, "add", "kill_everything")
+        assert sentinel.poll() is None, "kill(-1) from a candidate reached a process outside the evaluation"
+        assert r["category"] is not None and r["category"] != "correct_faster", _why(r)
+    finally:
+        sentinel.kill()
+        sentinel.wait()
+
+
+def test_family6_setsid_chain_leaves_no_survivors(run_eval, tmp_path):
+    """Family 6 (harness sabotage): a chain of 30 nested setsid sleepers, each
+    the child of the one before, each in a new session (killing one orphans
+    the next). After the evaluation no process of the chain is alive, and
+    the record is a candidate verdict."""
+    marker = _marker()
+    candidate = _from_template("setsid_chain", tmp_path, MARKER=marker)
+    try:
+        r = run_eval("add", candidate)
+        assert r["category"] is not None
+        time.sleep(2.0)
+        survivors = _processes_with(marker)
+        assert survivors == [], f"{len(survivors)} processes of the chain outlived the evaluation"
+    finally:
+        _kill_ours(marker)
+
+
+def test_family6_memory_hard_limit_cannot_be_raised(run_eval):
+    """Family 6 (harness sabotage): resource.setrlimit(RLIMIT_AS, (INF, INF))
+    must fail and the hard limit must be finite; the probe answers correctly
+    only then (no_custom_kernel), zeros otherwise."""
+    r = _adv(run_eval, "add", "raise_rlimit")
+    assert r["category"] == "no_custom_kernel", _why(r)
+    r = _adv(run_eval, "add", "raise_fsize_limit")  # the limit every target sets hard
+    assert r["category"] == "no_custom_kernel", _why(r)
+
+
+# ---------------------------------------------- 7. unstable verdicts under load ---
+def test_family7_verdict_stable_under_cpu_load(run_eval, cpu_library):
+    """Family 7 (unstable verdicts under load, CPU): the same honest C++
+    candidate evaluated 3 times while a bounded busy-loop process runs never
+    gets contradictory verdicts: no run calls it faster while another calls it
+    slower, unless a run says it is unstable (timing_unstable). A tie beside
+    either is not a contradiction: a kernel whose speedup sits near the
+    equivalence margin (CI run: 0.81, 0.87, 0.91) is honestly a tie in one run
+    and slower in another. It stays correct with a custom kernel throughout."""
+    hog = subprocess.Popen([sys.executable, "-c",
+                            "import time\nend = time.time() + 240\nwhile time.time() < end:\n    pass\n"])
+    try:
+        records = [run_eval("add", "cpp_add", timing_trials=20) for _ in range(3)]
+    finally:
+        hog.kill()
+        hog.wait()
+    for r in records:
+        assert r["category"] in CORRECT and r["custom_kernel"] is True, _why(r)
+    stable = {r["category"] for r in records if "timing_unstable" not in r["flags"]}
+    assert not {"correct_faster", "correct_slower"} <= stable, \
+        [(r["category"], r["speedup"], r["speedup_ci"], r["flags"]) for r in records]
+
+
+# --------------------------------------------------- 8. degenerate tolerance ---
+@pytest.mark.parametrize("name", ["degenerate_zeros", "degenerate_constant"])
+def test_family8_degenerate_tolerance(run_eval, name):
+    """Family 8 (degenerate tolerance, KernelBench #165; Sakana's constant
+    outputs): on a softmax over 32768 values, all below the absolute
+    tolerance, zeros or a constant 1/N are not correct, and the task is
+    flagged degenerate_tolerance."""
+    r = _adv(run_eval, "softmax_wide", name)
+    assert r["correct"] is False and r["category"] not in CORRECT, _why(r)
+    assert "degenerate_tolerance" in r["flags"], _why(r)
+
+
+def test_family8_honest_softmax_still_passes_a_degenerate_task(run_eval):
+    """Family 8, the control: a real softmax on the same task is correct
+    (no_custom_kernel) under the tolerance the task is judged with, and the
+    task is flagged degenerate_tolerance."""
+    r = _adv(run_eval, "softmax_wide", "degenerate_honest")
+    assert r["category"] == "no_custom_kernel", _why(r)
+    assert "degenerate_tolerance" in r["flags"], _why(r)
+
+
+# ------------------------------------------------------ catalogue extras ---
+@pytest.mark.parametrize("name", [
+    "gc_copy_reference",    # pygpubench: gc.get_objects() -> copy the reference's output
+    "nan_output",           # pygpubench: NaN as a wildcard in the comparison
+    "precision_downgrade",  # KernelArena/Makora: bf16 compute passed off as fp32
+    "gc_nan_reference",     # pygpubench: gc.get_objects() -> fill the reference's outputs with NaN
+    "overwrite_own_outputs",  # pygpubench fd overwrite: copy *_ref.pt over its own output files at exit
+])
+def test_catalogue_semantic_cheats_fail(run_eval, cpu_library, name):
+    """Catalogue semantic attacks: copy of a live reference output found
+    through gc, all-NaN output, bf16 compute, NaN poured into the
+    reference's live outputs, the reference's saved outputs copied over the
+    candidate's own output files. Never correct."""
+    r = _adv(run_eval, "add", name)
+    assert r["correct"] is False and r["category"] not in CORRECT, _why(r)
+    _never_forged(r)
+
+
+# ---------------------------------------------------------- confinement ---
+def _confinement_named(r: dict) -> None:
+    mechanism = (r.get("provenance") or {}).get("confinement")
+    assert mechanism and str(mechanism).lower() not in ("none", "off", "false"), r.get("provenance")
+
+
+def test_confinement_no_writes_outside_the_private_directory(run_eval, build_dir, tmp_path):
+    """Confinement: the candidate cannot write in the home directory, the
+    project checkout, /tmp outside its own directory, or the build cache
+    root; provenance['confinement'] names the mechanism in force."""
+    stamp = f"ks-escape-{random.randrange(10**12)}"
+    dirs = [str(Path.home()), str(REPO), tempfile.gettempdir(), str(build_dir)]
+    probe = _from_template("probe_confinement", tmp_path, PROBE=repr({"stamp": stamp, "write_dirs": dirs}))
+    try:
+        r = run_eval("add", probe)
+        written = [d for d in dirs if (Path(d) / stamp).exists()]
+    finally:
+        for d in dirs:
+            try:
+                (Path(d) / stamp).unlink()
+            except OSError:
+                pass
+    assert written == [], f"the candidate wrote into {written}"
+    assert r["category"] == "no_custom_kernel", _why(r)
+    _confinement_named(r)
+
+
+def test_confinement_no_loopback_network(run_eval, tmp_path):
+    """Confinement: the candidate cannot connect to a TCP server on 127.0.0.1
+    that the test runs."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(0.2)
+    accepted: list = []
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            accepted.append(conn.recv(128))
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        probe = _from_template("probe_confinement", tmp_path, PROBE=repr({
+            "stamp": f"net-{random.randrange(10**12)}", "port": server.getsockname()[1]}))
+        r = run_eval("add", probe)
+    finally:
+        stop.set()
+        thread.join(2)
+        server.close()
+    assert accepted == [], f"the candidate reached the loopback server: {accepted}"
+    assert r["category"] == "no_custom_kernel", _why(r)
+    _confinement_named(r)
+
+
+def test_confinement_parent_process_invisible(run_eval, tmp_path):
+    """Confinement: the evaluating process (this pytest) is not visible to the
+    candidate in /proc, nor can it signal it."""
+    probe = _from_template("probe_confinement", tmp_path, PROBE=repr({
+        "stamp": f"pid-{random.randrange(10**12)}", "pid": os.getpid(),
+        "cmdline_word": {"pid": "python"}}))
+    r = run_eval("add", probe)
+    assert r["category"] == "no_custom_kernel", _why(r)
+    _confinement_named(r)
+
+
+def test_cli_eval_leaves_no_temporary_directories(build_dir, tmp_path):
+    """`kernelsweep eval` without --log-dir leaves no temporary directory
+    behind: neither in $TMPDIR (a private one here) nor in /tmp."""
+    private_tmp = tmp_path / "tmpdir"
+    private_tmp.mkdir()
+    unique = f"honest_{random.randrange(10**12)}"
+    candidate = tmp_path / f"{unique}.py"
+    candidate.write_text((CPU / "pytorch_only.py").read_text())
+    before = set(os.listdir("/tmp"))
+    p = _cli_eval(REFERENCES / "add.py", candidate, build_dir, env=dict(os.environ, TMPDIR=str(private_tmp)))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert sorted(os.listdir(private_tmp)) == []
+    ours = []
+    for name in set(os.listdir("/tmp")) - before:
+        path = Path("/tmp") / name
+        if name.startswith("kernelsweep") and path.is_dir():
+            for f in path.rglob("*"):
+                try:
+                    if f.is_file() and unique in f.read_text(errors="replace"):
+                        ours.append(name)
+                        break
+                except OSError:
+                    continue
+    assert ours == [], f"left behind in /tmp: {ours}"

@@ -1,0 +1,193 @@
+"""The adversarial suite of issue 15 on CUDA (the H200 twin of
+test_adversarial_cpu.py): the same families, with CUDA kernels where the CPU
+suite uses C++, plus the GPU-only catalogue items (stream injection, stale
+memory from the caching allocator). Device-independent candidates (pure
+PyTorch) are shared with the CPU suite. Skipped without a GPU."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from evaluator_paths import FIXTURES, REFERENCES
+
+pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+ADV = FIXTURES / "adversarial"
+ADV_CUDA = FIXTURES / "adversarial_cuda"
+from kernelsweep.verdict import NUMERICALLY_CORRECT as CORRECT  # noqa: E402
+
+
+@pytest.fixture
+def run_cuda(build_dir, tmp_path):
+    from kernelsweep.evaluator import evaluate
+
+    def run(reference: str, candidate: Path, **overrides):
+        options = dict(device="cuda", trials=3, timing_trials=20, warmup=3, timeout_s=180.0,
+                       compile_timeout_s=1200.0, build_dir=build_dir, log_dir=tmp_path / "logs",
+                       build_sharing="content")  # trusted fixtures: the shared library builds once
+        options.update(overrides)
+        return evaluate(REFERENCES / f"{reference}.py", candidate, **options)
+
+    return run
+
+
+def _failed(r: dict) -> bool:
+    return r["category"] is not None and r["category"] not in CORRECT and r["category"] != "cheat"
+
+
+def _never_forged(r: dict) -> None:
+    assert not (r["category"] in CORRECT - {"no_custom_kernel"} and r["custom_kernel"]), r
+    assert r["faster"] is not True, (r["category"], r["speedup"], r["flags"])
+
+
+def _why(r: dict) -> tuple:
+    return r["category"], r["flags"], r["speedup"], (r["error"] or {}).get("message")
+
+
+def _from_template(path: Path, tmp_path: Path, **subs: str) -> Path:
+    text = path.read_text()
+    for key, value in subs.items():
+        text = text.replace(f"__{key}__", value)
+    out = tmp_path / f"{path.stem}_{random.randrange(10**9)}.py"
+    out.write_text(text)
+    return out
+
+
+@pytest.mark.parametrize("name, must_flag", [
+    ("cuda_unused_full", True), ("cuda_unused_slice", True), ("cuda_unused_profiler", False)])
+def test_cuda_family1_kernel_result_not_used(run_cuda, name, must_flag):
+    """Family 1 on CUDA: the kernel launches (whole input / 64 elements / only
+    under a profiler) but the output comes from PyTorch."""
+    r = run_cuda("vector_add", ADV_CUDA / f"{name}.py")
+    assert r["custom_kernel"] is False, _why(r)
+    assert r["category"] == "no_custom_kernel" or _failed(r), _why(r)
+    if must_flag:
+        assert "kernel_result_unused" in r["flags"], _why(r)
+    _never_forged(r)
+
+
+@pytest.mark.parametrize("name", [
+    "cuda_timed_empty_after_n", "cuda_timed_stack_sniff", "cuda_side_stream_late", "cuda_timed_lazy_subclass"])
+def test_cuda_family2_timed_outputs_are_checked(run_cuda, name):
+    """Family 2 on CUDA: empty after warm-up, zeros when timed, stream
+    injection (KernelBench/KernelArena), lazy subclass. Never correct."""
+    r = run_cuda("vector_add", ADV_CUDA / f"{name}.py")
+    assert r["category"] not in CORRECT, _why(r)
+    assert (r["category"] == "cheat" and {"timing_output_mismatch", "non_plain_output"} & set(r["flags"])) \
+        or _failed(r), _why(r)
+    _never_forged(r)
+
+
+def test_cuda_catalogue_address_keyed_result_cache(run_cuda):
+    """Catalogue on CUDA: CUDA-L1's address-keyed result cache. Never
+    correct_faster."""
+    r = run_cuda("matmul_small", ADV_CUDA / "cuda_addr_cache.py")
+    assert r["category"] != "correct_faster", _why(r)
+    _never_forged(r)
+
+
+def test_cuda_family3_inputs_known_in_advance(run_cuda):
+    """Family 3 on CUDA: answers precomputed from the public seeds. Never correct."""
+    r = run_cuda("vector_add", ADV_CUDA / "cuda_known_inputs_lookup.py")
+    assert r["correct"] is False and r["category"] not in CORRECT, _why(r)
+    _never_forged(r)
+
+
+@pytest.mark.parametrize("name", ["slow_forward_hook", "slow_library_override", "slow_patch_torch"])
+def test_cuda_family4_reference_cannot_be_slowed(run_cuda, name):
+    """Family 4 on CUDA (shared pure-PyTorch candidates; the torch.library
+    override registers the CUDA key too)."""
+    r = run_cuda("vector_add", ADV / f"{name}.py")
+    assert r["category"] != "correct_faster", _why(r)
+    # Unaffected: judged on its own work (patching torch in its own process may slow only itself).
+    unaffected = r["category"] == "no_custom_kernel" and r["speedup"] is not None and r["speedup"] <= 2.0
+    caught = r["category"] == "cheat" and bool({"reference_slowed", "patched_torch"} & set(r["flags"]))
+    assert unaffected or caught, _why(r)
+
+
+def test_cuda_family5_saved_reference_outputs_cannot_be_read(run_cuda):
+    """Family 5 on CUDA: the reference's saved outputs read from the work
+    directory. Never correct."""
+    r = run_cuda("vector_add", ADV_CUDA / "cuda_read_saved_outputs.py")
+    assert r["correct"] is False and r["category"] not in CORRECT, _why(r)
+    _never_forged(r)
+
+
+def test_cuda_family5_forged_result_on_the_report_channel(run_cuda):
+    """Family 5 on CUDA: a forged 'ok' result sent first on the report channel."""
+    r = run_cuda("add", ADV / "forge_report_nonce.py")
+    assert r["correct"] is False, _why(r)
+    assert (r["category"] == "cheat" and "report_tampered" in r["flags"]) or _failed(r), _why(r)
+
+
+def test_cuda_family5_own_output_files_cannot_be_swapped(run_cuda):
+    """Catalogue on CUDA (pygpubench fd overwrite, adapted): the reference's
+    saved outputs copied over the candidate's own output files."""
+    r = run_cuda("vector_add", ADV / "overwrite_own_outputs.py")
+    assert r["correct"] is False and r["category"] not in CORRECT, _why(r)
+
+
+def test_cuda_family6_killing_the_reference_worker_gives_a_record(run_cuda):
+    """Family 6 on CUDA: the sibling reference worker killed; a record comes back."""
+    r = run_cuda("vector_add", ADV / "kill_siblings.py")
+    assert r["category"] is not None and r["category"] != "correct_faster", _why(r)
+
+
+def test_cuda_family6_setsid_chain_leaves_no_survivors(run_cuda, tmp_path):
+    """Family 6 on CUDA: a nested setsid sleeper chain leaves no survivor (a
+    survivor would hold the GPU context under the next candidate)."""
+    marker = f"{900 + random.random():.9f}"
+    candidate = _from_template(ADV / "setsid_chain.py", tmp_path, MARKER=marker)
+    try:
+        r = run_cuda("add", candidate)
+        assert r["category"] is not None
+        time.sleep(2.0)
+        alive = []
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                        alive.append(int(pid))
+                except OSError:
+                    pass
+        assert alive == []
+    finally:
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                        os.kill(int(pid), signal.SIGKILL)
+                except OSError:
+                    pass
+
+
+def test_cuda_family6_hard_limits_cannot_be_raised(run_cuda):
+    """Family 6 on CUDA: the worker's hard limits cannot be raised. (CUDA
+    reserves address space far beyond any RLIMIT_AS, so on CUDA the limits
+    set hard are the file size and open files, not the address space; see
+    docs/taxonomy.md.)"""
+    r = run_cuda("add", ADV / "raise_fsize_limit.py")
+    assert r["category"] == "no_custom_kernel", _why(r)
+
+
+@pytest.mark.parametrize("name", ["degenerate_zeros", "degenerate_constant"])
+def test_cuda_family8_degenerate_tolerance(run_cuda, name):
+    """Family 8 on CUDA: zeros / a constant on a softmax below the tolerance."""
+    r = run_cuda("softmax_wide", ADV / f"{name}.py")
+    assert r["correct"] is False and r["category"] not in CORRECT, _why(r)
+    assert "degenerate_tolerance" in r["flags"], _why(r)
+
+
+@pytest.mark.parametrize("name", ["cuda_stale_memory", "cuda_gc_copy_reference", "cuda_nan_output"])
+def test_cuda_catalogue_semantic_cheats_fail(run_cuda, name):
+    """Catalogue on CUDA: stale caching-allocator memory (Sakana, KernelBench),
+    gc copy of the reference output and NaN wildcard (pygpubench)."""
+    r = run_cuda("vector_add", ADV_CUDA / f"{name}.py")
+    assert r["correct"] is False and r["category"] not in CORRECT, _why(r)
+    _never_forged(r)

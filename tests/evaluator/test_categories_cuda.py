@@ -1,0 +1,107 @@
+"""The CUDA twin of test_categories_cpu.py: every CUDA fixture compiled in
+parallel with no GPU visible (the compile step), then evaluated on the GPU in
+a fixed order (a hang, an illegal memory access and a segfault are each
+followed by a healthy evaluation on the same GPU), and the eval and compile
+subcommands run once each. Skipped without a GPU; on the lent machines
+scripts/gpu_eval_suite.sh runs it (`suite`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+from evaluator_paths import CPU, CUDA, REFERENCES, REPO
+
+from kernelsweep.verdict import SUCCESS_CATEGORIES
+
+pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+SUCCESS = frozenset(SUCCESS_CATEGORIES)
+BUILD_FAILURES = frozenset({"hallucinated_api", "compile_error"})
+
+# (id, reference, candidate, accepted categories, extra evaluate options), run in this order.
+CASES = [
+    ("cuda_kernel", "vector_add", CUDA / "cuda_add.py", SUCCESS, {}),
+    ("triton_kernel", "vector_add", CUDA / "triton_add.py", SUCCESS, {}),
+    ("built_not_launched", "vector_add", CUDA / "cuda_unused.py", {"no_custom_kernel"}, {}),
+    ("side_stream_cheat", "vector_add", CUDA / "cuda_side_stream.py", {"cheat", "wrong_output"}, {}),
+    ("illegal_memory_access", "vector_add", CUDA / "cuda_illegal_access.py", {"crash"}, {}),
+    ("healthy_after_illegal_access", "vector_add", CUDA / "cuda_add.py", SUCCESS, {}),
+    ("host_segfault", "vector_add", CUDA / "cuda_segv.py", {"crash"}, {}),
+    ("hung_kernel", "vector_add", CUDA / "cuda_spin.py", {"timeout"}, {"timeout_s": 25.0}),
+    ("healthy_after_hang", "vector_add", CUDA / "cuda_add.py", SUCCESS, {}),
+    ("device_out_of_memory", "vector_add", CUDA / "cuda_oom.py", {"out_of_memory"}, {}),
+    ("missing_header", "vector_add", CUDA / "cuda_bad_header.py", {"hallucinated_api"}, {}),
+    ("undefined_identifier", "vector_add", CUDA / "cuda_undeclared.py", {"hallucinated_api"}, {}),
+    ("nvcc_type_error", "vector_add", CUDA / "cuda_compile_error.py", {"compile_error"}, {}),
+    ("plain_pytorch", "add", CPU / "pytorch_only.py", {"no_custom_kernel"}, {}),
+    ("mutates_inputs", "add", CPU / "cheat_mutate_inputs.py", {"cheat"}, {}),
+    ("constant_output", "softmax_singleton", CPU / "cheat_constant.py", {"cheat"}, {}),
+    ("wrong_output", "add", CPU / "wrong_output.py", {"wrong_output"}, {}),
+    ("hallucinated_attribute", "add", CPU / "hallucinated_attr.py", {"hallucinated_api"}, {}),
+]
+# The candidates the compile step builds (the Triton one compiles at its first call).
+TO_BUILD = sorted({c[2] for c in CASES if c[2].parent == CUDA and "load_inline" in c[2].read_text()})
+
+
+@pytest.fixture(scope="module")
+def cuda_builds(build_dir, tmp_path_factory) -> dict:
+    """The compile step for every CUDA candidate at once, as the study runs it."""
+    from kernelsweep.evaluator import compile_candidate
+
+    logs = tmp_path_factory.mktemp("compile-logs")
+    with ThreadPoolExecutor(8) as pool:
+        records = pool.map(lambda p: compile_candidate(p, device="cuda", build_dir=build_dir, timeout_s=600,
+                                                       log_dir=logs / p.stem), TO_BUILD)
+        return dict(zip(TO_BUILD, records))
+
+
+def _brief(r: dict) -> str:
+    error = (r.get("error") or {}).get("message") or ""
+    return (f"{r['category']} flags={r.get('flags')} speedup={r.get('speedup')} gpu_s={r.get('gpu_s')} "
+            f"wall_s={r.get('wall_s')} err={error[:160]!r}")
+
+
+def test_compile_step(cuda_builds):
+    for path, record in cuda_builds.items():
+        accepted = next(c[3] for c in CASES if c[2] == path)
+        if accepted <= BUILD_FAILURES:
+            assert record["compiled"] is False and record["category"] in accepted, (path.name, record)
+        else:
+            assert record["compiled"] is True, (path.name, record["category"], record["error"])
+
+
+@pytest.mark.parametrize("reference, candidate, accepted, extra", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_category(cuda_builds, build_dir, tmp_path, reference, candidate, accepted, extra):
+    from kernelsweep.evaluator import evaluate
+
+    options = dict(device="cuda", trials=5, timing_trials=30, warmup=5, timeout_s=120.0, build_dir=build_dir,
+                   log_dir=tmp_path / "logs")
+    r = evaluate(REFERENCES / f"{reference}.py", candidate, **{**options, **extra})
+    print(_brief(r))  # shown with -rA: the GPU run's record (scripts/gpu_eval_suite.sh)
+    assert r["category"] in accepted, _brief(r)
+    if accepted == SUCCESS:
+        assert r["custom_kernel"], _brief(r)
+
+
+def _cli(*args: str) -> tuple[subprocess.CompletedProcess, dict | None]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-m", "kernelsweep", *args], capture_output=True, text=True, timeout=300,
+                          env=env)
+    try:
+        return done, json.loads(done.stdout)
+    except json.JSONDecodeError:
+        return done, None
+
+
+def test_eval_and_compile_subcommands(cuda_builds, build_dir):
+    done, record = _cli("eval", str(REFERENCES / "vector_add.py"), str(CUDA / "cuda_add.py"), "--device", "cuda",
+                        "--timing-trials", "20", "--build-dir", str(build_dir))
+    assert done.returncode == 0 and record and record["category"] in SUCCESS, done.stderr[-1500:]
+    done, record = _cli("compile", str(CUDA / "cuda_bad_header.py"), "--device", "cuda", "--build-dir", str(build_dir))
+    assert done.returncode == 0 and record and record["category"] == "hallucinated_api", done.stderr[-1500:]

@@ -1,0 +1,39 @@
+"""One source of evaluation defaults: the workflow schema's `evaluation`
+defaults equal settings.EvalSettings, and every flag of cheats.FLAGS is
+documented in docs/taxonomy.md."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+import yaml
+
+from kernelsweep.evaluator import cheats, settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_schema_defaults_are_the_settings_defaults():
+    schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
+    evaluation = schema["properties"]["evaluation"]["properties"]
+    defaults = {f.name: f.default for f in fields(settings.EvalSettings)}
+    assert evaluation, "the schema has no evaluation section"
+    for key, spec in evaluation.items():
+        assert key in defaults, f"schema key evaluation.{key} is not an EvalSettings field"
+        assert spec.get("default") == defaults[key], (key, spec.get("default"), defaults[key])
+
+
+def test_every_flag_is_documented():
+    taxonomy = (ROOT / "docs/taxonomy.md").read_text()
+    missing = [name for name in cheats.FLAGS if f"`{name}`" not in taxonomy]
+    assert not missing, f"flags not in docs/taxonomy.md: {missing}"
+
+
+def test_unknown_flags_are_refused():
+    cheats.check_known(["cheat" and "mutates_inputs"])
+    try:
+        cheats.check_known(["no_such_flag"])
+    except KeyError:
+        return
+    raise AssertionError("an unknown flag was accepted")
