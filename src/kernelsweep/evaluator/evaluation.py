@@ -496,8 +496,28 @@ class Evaluation:
             report = cand.request("report", observe=observe)
         if not report or report.get("status") != "ok":
             return self._candidate_stopped(cand, report)
+        if not synchronized and self._slowed(ref_ms, alone):
+            self._blame_slowdown(ref, cand, blocks[0], alone)
         self.stage_s["timing"] = round(time.monotonic() - t_start, 3)
         return self._timing_verdict(manifest, report, alone, ref_ms, cand_ms, synchronized)
+
+    def _slowed(self, ref_ms: list[float], alone: list[float]) -> bool:
+        return metrics.median(ref_ms) > SLOWED_RATIO[self.cfg.device] * metrics.median(alone) + 0.01
+
+    def _blame_slowdown(self, ref: Worker, cand: Worker, seeds: list[int], alone: list[float]) -> None:
+        """The reference ran slower beside the candidate than before it. Its
+        report is in, so end the candidate (and all it started) and time the
+        reference again: still slow means the machine (other load), not the
+        candidate; fast again means the candidate slowed it."""
+        cand.abort()
+        cand.wait()
+        with self._spent("timing_reference"):
+            again = ref.request("block", seeds=seeds, synchronized=False)
+        if not again or again.get("status") != "ok":
+            raise HarnessError("the reference failed while being timed again")
+        self.record.setdefault("timing", {})["reference_after_candidate_ms"] = metrics.median(again["ms"])
+        if not self._slowed(again["ms"], alone):
+            self.flags.append("reference_slowed")
 
     def _check_timed_outputs(self, work: Path, checks: list[tuple[str, bool]]) -> None:
         for name, perturbed in checks:
@@ -539,10 +559,9 @@ class Evaluation:
         comparison = metrics.compare_timings(ref_ms, cand_ms, cfg.equivalence_margin)
         self.record.update(speedup=comparison["speedup"], speedup_ci=comparison["speedup_ci"],
                            timing_verdict=comparison["verdict"], faster=comparison["faster"])
-        self.record["timing"] = {"block_calls": BLOCK_CALLS[cfg.device], "inputs": "fresh per call",
-                                 "synchronized": synchronized, "reference_alone_ms": metrics.median(alone)}
-        if not synchronized and metrics.median(ref_ms) > SLOWED_RATIO[cfg.device] * metrics.median(alone) + 0.01:
-            self.flags.append("reference_slowed")
+        self.record.setdefault("timing", {}).update(
+            block_calls=BLOCK_CALLS[cfg.device], inputs="fresh per call", synchronized=synchronized,
+            reference_alone_ms=metrics.median(alone))
         self._note_patches(report)
         if fileio.sha256_file(self.reference) != self.reference_file_sha:
             self.flags.append("reference_modified")
