@@ -171,6 +171,7 @@ def run_mode(mode: str, pairs: list[tuple[Path, Path]], args: argparse.Namespace
             "eval_compile_s": r["compile_s"],
             "device_held_s": round(held, 2), "eval_wall_s": round(time.monotonic() - t, 2),
             "runtime_ms": (r.get("runtime_ms") or {}).get("median"), "speedup": r.get("speedup"),
+            "stage_s": r.get("stage_s"),
         })
     return {"mode": mode, "rows": rows, "compile_wall_s": round(compile_wall, 2),
             "wall_s": round(time.monotonic() - t0, 2),

@@ -39,7 +39,12 @@ from kernelsweep.evaluator.sandbox import Worker, child_env
 
 _WORKERS = "kernelsweep.evaluator.workers."
 BLOCK_CALLS = {"cuda": 10, "cpu": 2}  # timed calls per block: on a shared CPU, finer interleaving
-CHECKED_PER_BLOCK = 2      # timed outputs checked per candidate block, chosen after the block
+# Timed calls whose outputs are compared with the reference's, drawn in secret
+# among all timed calls (the armed call comes on top). Each check costs a file
+# per side and a comparison (~0.9 s for a 64 MiB output on the H200 machine:
+# twenty of them were most of a timing stage), so: a few, and fewer for big outputs.
+CHECKED_CALLS = 6
+CHECKED_BYTES = 4 << 30    # at most this many output bytes checked per side
 SENTINEL_CALLS = 5         # candidate calls timed with a full synchronize, to find hidden work
 HIDDEN_WORK_RATIO = 1.5    # sentinel median over event median beyond which work escapes the end event
 HIDDEN_WORK_MIN_MS = 0.02
@@ -412,18 +417,24 @@ class Evaluation:
                 reply = ref.request("block", seeds=seeds, synchronized=synchronized)
             finally:
                 cand.thaw()
-        if not reply or reply.get("status") != "ok":
-            # The candidate cannot reach this process (confined): the reference or the machine failed.
-            if reply is None:
-                ref.abort()
-                outcome = ref.wait()
-                failure = classify.classify_outcome(outcome) or classify.classify_exit(outcome)
-                why = f"{failure.category}: {failure.message}" if failure else "no reply"
-                raise HarnessError(f"the reference's worker died while being timed ({why}); "
-                                   f"its log ends: {outcome.log_excerpt[-600:]}", log=outcome.log)
-            raise HarnessError("the reference failed while being timed: "
-                               f"{(reply.get('error') or {}).get('message') or reply.get('message')}")
+        self._reference_ok(ref, reply, "being timed")
         return reply["ms"]
+
+    @staticmethod
+    def _reference_ok(ref: Worker, reply: dict | None, doing: str) -> None:
+        """A failed reference reply is the harness's (the confined candidate
+        cannot reach that process): no verdict, with the reference's log."""
+        if reply and reply.get("status") == "ok":
+            return
+        if reply is None:
+            ref.abort()
+            outcome = ref.wait()
+            failure = classify.classify_outcome(outcome) or classify.classify_exit(outcome)
+            why = f"{failure.category}: {failure.message}" if failure else "no reply"
+            raise HarnessError(f"the reference's worker died while {doing} ({why}); "
+                               f"its log ends: {outcome.log_excerpt[-600:]}", log=outcome.log)
+        raise HarnessError(f"the reference failed while {doing}: "
+                           f"{(reply.get('error') or {}).get('message') or reply.get('message')}")
 
     def _time(self, work: Path, ref: Worker, cand: Worker, manifest: dict[str, Any]) -> dict[str, Any]:
         cfg = self.cfg
@@ -443,11 +454,11 @@ class Evaluation:
                 r_warm, c_warm = self._both(ref, cand, "warmup", seeds=w)
             if not c_warm or c_warm.get("status") != "ok":
                 return self._candidate_stopped(cand, c_warm)
-            if not r_warm or r_warm.get("status") != "ok":
-                raise HarnessError("the reference failed its warm-up calls")
+            self._reference_ok(ref, r_warm, "warming up")
         verify = not any(t["mutates_inputs"] for t in manifest["trials"])
         alone = self._ref_block(ref, cand, blocks[0], False)  # before the candidate ever ran a timed call
-        ref_ms, cand_ms, checks = [], [], []
+        ref_ms, cand_ms = [], []
+        checked = self._checked_calls(len(timed), manifest["trials"][0]["output_bytes"])
         armed_block = self.rng.randrange(len(blocks))
         extension_used = any(t.get("extension_calls") for t in self.trial_signals)
         for b, block in enumerate(blocks):
@@ -460,22 +471,23 @@ class Evaluation:
             cand_ms += reply["ms"]
             if not reply["plain"]:
                 self.flags.append("non_plain_output")
-            positions = sorted(self.rng.sample(range(len(block)), min(CHECKED_PER_BLOCK, len(block))))
+            positions = [p for p in range(len(block)) if b * size + p in checked]
             if armed_at is not None:
                 if extension_used and not reply.get("perturbed_calls"):
                     self.flags.append("kernel_unused_when_timed")  # the extension did not run in that call
                 if armed_at not in positions:
                     positions.append(armed_at)
-            if verify:
+            if verify and positions:
                 names = [f"timed_b{b}_{p}.pt" for p in positions]
                 with self._spent("timing_checks"):
                     if not cand.request("save", positions=positions, names=names):
                         return self._candidate_stopped(cand, None)
-                    ref.request("outputs", seeds=[block[p] for p in positions], names=names)
-                checks += [(name, p == armed_at and bool(reply.get("perturbed_calls")))
-                           for p, name in zip(positions, names)]
-        with self._spent("timing_checks"):
-            self._check_timed_outputs(work, checks)
+                    self._reference_ok(ref, ref.request("outputs", seeds=[block[p] for p in positions],
+                                                        names=names), "saving outputs for the timed checks")
+                    # Checked now, then removed: the window to rewrite a saved
+                    # output is one block, and big outputs never pile up on disk.
+                    self._check_timed_outputs(work, [(name, p == armed_at and bool(reply.get("perturbed_calls")))
+                                                     for p, name in zip(positions, names)])
         synchronized = False
         if cfg.device == "cuda":
             with self._spent("timing_sentinels"):
@@ -513,11 +525,15 @@ class Evaluation:
         cand.wait()
         with self._spent("timing_reference"):
             again = ref.request("block", seeds=seeds, synchronized=False)
-        if not again or again.get("status") != "ok":
-            raise HarnessError("the reference failed while being timed again")
+        self._reference_ok(ref, again, "being timed again")
         self.record.setdefault("timing", {})["reference_after_candidate_ms"] = metrics.median(again["ms"])
         if not self._slowed(again["ms"], alone):
             self.flags.append("reference_slowed")
+
+    def _checked_calls(self, calls: int, output_bytes: int) -> set[int]:
+        """Which timed calls have their outputs compared with the reference's."""
+        budget = max(1, CHECKED_BYTES // max(1, output_bytes))
+        return set(self.rng.sample(range(calls), min(calls, CHECKED_CALLS, budget)))
 
     def _check_timed_outputs(self, work: Path, checks: list[tuple[str, bool]]) -> None:
         for name, perturbed in checks:
@@ -526,8 +542,13 @@ class Evaluation:
             except Exception:  # noqa: BLE001 - a file the candidate's process wrote
                 self.flags.append("timing_output_mismatch")
                 continue
-            ok = compare.compare_outputs(compare.load_output(work / "reference" / name), got,
-                                         self.atol, self.cfg.rtol)["ok"]
+            finally:
+                (work / "candidate" / name).unlink(missing_ok=True)
+            expected = work / "reference" / name
+            try:
+                ok = compare.compare_outputs(compare.load_output(expected), got, self.atol, self.cfg.rtol)["ok"]
+            finally:
+                expected.unlink(missing_ok=True)
             if perturbed and ok:
                 self.flags.append("kernel_unused_when_timed")
             elif not perturbed and not ok:
