@@ -139,7 +139,11 @@ def check_results(results: str) -> tuple[bool, str]:
 
 
 def main(args) -> int:
-    os.chdir(args.directory)
+    try:
+        os.chdir(args.directory)
+    except OSError as e:
+        print(f"kernelsweep check: --directory {args.directory}: {e.strerror}", file=sys.stderr)
+        return 2
     try:
         study = load_study(load_config(args.configfile), REPO_ROOT)
     except (ConfigError, TaskError) as e:

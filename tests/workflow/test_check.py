@@ -81,3 +81,13 @@ def test_invalid_config_exits_2(tmp_path):
     proc = check(tmp_path, {"bad": {"backend": "openai", "base_url": "http://127.0.0.1:1/v1", "model": "m",
                                     "wait_s": -1}})
     assert proc.returncode == 2 and "wait_s" in proc.stderr
+
+
+def test_missing_directory_is_named(tmp_path):
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump({"results": "results"}))
+    proc = subprocess.run([sys.executable, "-m", "kernelsweep", "check", "--configfile", str(path),
+                           "--directory", str(tmp_path / "absent")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert f"--directory {tmp_path / 'absent'}: No such file or directory" in proc.stderr
+    assert "Traceback" not in proc.stderr
