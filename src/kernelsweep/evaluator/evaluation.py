@@ -537,18 +537,17 @@ class Evaluation:
 
     def _check_timed_outputs(self, work: Path, checks: list[tuple[str, bool]]) -> None:
         for name, perturbed in checks:
+            files = (work / "candidate" / name, work / "reference" / name)
             try:
-                got = compare.load_output(work / "candidate" / name)
-            except Exception:  # noqa: BLE001 - a file the candidate's process wrote
-                self.flags.append("timing_output_mismatch")
-                continue
+                try:
+                    got = compare.load_output(files[0])
+                except Exception:  # noqa: BLE001 - a file the candidate's process wrote
+                    self.flags.append("timing_output_mismatch")
+                    continue
+                ok = compare.compare_outputs(compare.load_output(files[1]), got, self.atol, self.cfg.rtol)["ok"]
             finally:
-                (work / "candidate" / name).unlink(missing_ok=True)
-            expected = work / "reference" / name
-            try:
-                ok = compare.compare_outputs(compare.load_output(expected), got, self.atol, self.cfg.rtol)["ok"]
-            finally:
-                expected.unlink(missing_ok=True)
+                for f in files:  # both, also when the candidate's file is unreadable
+                    f.unlink(missing_ok=True)
             if perturbed and ok:
                 self.flags.append("kernel_unused_when_timed")
             elif not perturbed and not ok:
