@@ -73,6 +73,13 @@ def replay_pairs(method: str, limit: int, folder: Path) -> list[tuple[Path, Path
     return pairs
 
 
+def progress(mode: str, row: dict) -> None:
+    """One line per finished candidate, at once: a run cut short by its time
+    limit still shows where the time went."""
+    print(f"[{mode}] {row['candidate']} {row['category']} device_held_s={row['device_held_s']} "
+          f"wall_s={row['eval_wall_s']} stage_s={row.get('stage_s')}", file=sys.stderr, flush=True)
+
+
 def run_kernelbench(pairs: list[tuple[Path, Path]], args: argparse.Namespace) -> dict:
     import subprocess
 
@@ -83,6 +90,7 @@ def run_kernelbench(pairs: list[tuple[Path, Path]], args: argparse.Namespace) ->
         list(pool.map(lambda p: subprocess.run(anchor + ["build", str(p[1]), str(build / p[1].stem)],
                                                capture_output=True, text=True), pairs))
     compile_wall = time.monotonic() - t0
+    print(f"[kernelbench] builds {compile_wall:.1f} s", file=sys.stderr, flush=True)
     rows = []
     for ref, cand in pairs:
         t = time.monotonic()
@@ -94,6 +102,7 @@ def run_kernelbench(pairs: list[tuple[Path, Path]], args: argparse.Namespace) ->
         rows.append({"candidate": cand.name, "category": f"c={r.get('compiled')} ok={r.get('correctness')}",
                      "compile_s": 0.0, "device_held_s": round(wall, 2), "eval_wall_s": round(wall, 2),
                      "runtime_ms": r.get("runtime_ms")})
+        progress("kernelbench", rows[-1])
     return {"mode": "kernelbench", "rows": rows, "compile_wall_s": round(compile_wall, 2),
             "wall_s": round(time.monotonic() - t0, 2),
             "device_held_s": round(sum(r["device_held_s"] for r in rows), 2)}
@@ -127,10 +136,12 @@ def run_late(pairs: list[tuple[Path, Path]], args: argparse.Namespace) -> dict:
         t = time.monotonic()
         proc = subprocess.run(cmd, capture_output=True, text=True)
         r = json.loads(out.read_text()) if out.is_file() else {"category": f"exit {proc.returncode}"}
-        return {"candidate": cand.name, "category": r.get("category"), "compile_s": compile_s.get(cand.name, 0.0),
+        row = {"candidate": cand.name, "category": r.get("category"), "compile_s": compile_s.get(cand.name, 0.0),
                 "device_held_s": round(r.get("gpu_s") or r.get("wall_s") or 0.0, 2),
                 "eval_wall_s": round(time.monotonic() - t, 2), "stage_s": r.get("stage_s"),
                 "runtime_ms": (r.get("runtime_ms") or {}).get("median"), "speedup": r.get("speedup")}
+        progress("late", row)
+        return row
 
     t1 = time.monotonic()
     with ThreadPoolExecutor(2) as pool:
@@ -155,6 +166,7 @@ def run_mode(mode: str, pairs: list[tuple[Path, Path]], args: argparse.Namespace
     if mode == "pool":
         compile_s = compile_pool(candidates, build, args)
         compile_wall = time.monotonic() - t0
+        print(f"[{mode}] builds {compile_wall:.1f} s", file=sys.stderr, flush=True)
     rows = []
     for reference, cand in pairs:
         t = time.monotonic()
@@ -173,6 +185,7 @@ def run_mode(mode: str, pairs: list[tuple[Path, Path]], args: argparse.Namespace
             "runtime_ms": (r.get("runtime_ms") or {}).get("median"), "speedup": r.get("speedup"),
             "stage_s": r.get("stage_s"),
         })
+        progress(mode, rows[-1])
     return {"mode": mode, "rows": rows, "compile_wall_s": round(compile_wall, 2),
             "wall_s": round(time.monotonic() - t0, 2),
             "device_held_s": round(sum(r["device_held_s"] for r in rows), 2)}

@@ -155,6 +155,27 @@ def test_compare_shape_dtype_structure_nonfinite():
     assert compare.compare_outputs(_out(nan), _out(nan.clone()), 1e-4, 1e-4)["ok"]
 
 
+def test_compare_over_several_chunks(monkeypatch):
+    """Chunked comparison counts and locates across chunk borders as one pass would."""
+    monkeypatch.setattr(compare, "CHUNK", 4)
+    r = torch.arange(1.0, 11.0)
+    c = r.clone()
+    c[1] += 1e-3
+    c[9] += 1e-2  # one bad element in the first chunk, one in the last (short) one
+    bad = compare.compare_outputs(_out(r), _out(c), 1e-4, 1e-4)
+    assert bad["kind"] == "values" and bad["message"].startswith("2 of 10 elements")
+    assert bad["max_abs_diff"] == pytest.approx(1e-2, rel=1e-3)
+    inf_r, inf_c = r.clone(), r.clone()
+    inf_r[6] = inf_c[6] = float("inf")
+    assert compare.compare_outputs(_out(inf_r), _out(inf_c), 1e-4, 1e-4)["ok"]
+    inf_c[6] = float("-inf")
+    assert compare.compare_outputs(_out(inf_r), _out(inf_c), 1e-4, 1e-4)["kind"] == "nonfinite"
+    nan_c = r.clone()
+    nan_c[[2, 7]] = float("nan")
+    moved = compare.compare_outputs(_out(r), _out(nan_c), 1e-4, 1e-4)
+    assert moved["kind"] == "nonfinite" and moved["message"].startswith("2 elements")
+
+
 def test_identical_outputs_is_bitwise():
     a = torch.randn(5)
     assert compare.identical_outputs(_out(a), _out(a.clone()))

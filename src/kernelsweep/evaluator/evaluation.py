@@ -41,10 +41,11 @@ _WORKERS = "kernelsweep.evaluator.workers."
 BLOCK_CALLS = {"cuda": 10, "cpu": 2}  # timed calls per block: on a shared CPU, finer interleaving
 # Timed calls whose outputs are compared with the reference's, drawn in secret
 # among all timed calls (the armed call comes on top). Each check costs a file
-# per side and a comparison (~0.9 s for a 64 MiB output on the H200 machine:
-# twenty of them were most of a timing stage), so: a few, and fewer for big outputs.
+# per side and a comparison (~1.2 s for a 64 MiB output, ~10 s for 512 MiB on
+# the H200 machine: seven checks were 71 of 148 s of L1-003's evaluation), so:
+# a few, and fewer for big outputs.
 CHECKED_CALLS = 6
-CHECKED_BYTES = 4 << 30    # at most this many output bytes checked per side
+CHECKED_BYTES = 1 << 30    # at most this many output bytes checked per side
 SENTINEL_CALLS = 5         # candidate calls timed with a full synchronize, to find hidden work
 HIDDEN_WORK_RATIO = 1.5    # sentinel median over event median beyond which work escapes the end event
 HIDDEN_WORK_MIN_MS = 0.02
