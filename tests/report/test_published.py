@@ -180,3 +180,17 @@ def test_malformed_verdicts_are_left_out_and_said(tmp_path):
                     + line("L1-002", 0, verdict(True, True, 1.2, "correct")) + "\n")
     chosen, notes = published.read_file(path)
     assert list(chosen) == [("L1-002", 0)] and len(notes) == 1 and "zero_shot.jsonl:1" in notes[0]
+
+
+def test_the_published_study_counts_of_the_shared_replay_set(shared_dir):
+    """The README's published column comes from the replay files' own verdicts."""
+    folder = shared_dir / "replay" / "kernelbench-agentic"
+    expected = {"zero_shot": (21, 9, 4), "guided": (23, 13, 8), "iterative": (20, 9, 3)}
+    for method, counts in expected.items():
+        chosen, notes = published.read_file(folder / f"{method}.jsonl")
+        assert notes == [] and len(chosen) == 30, method
+        v = chosen.values()
+        assert (sum(bool(p.compiled) for p in v), sum(p.correct for p in v), sum(p.faster for p in v)) == counts
+        if method == "iterative":
+            # the record marked final, not simply the last turn: L1-009's submission is its turn 0
+            assert {task: p.turn for (task, _), p in chosen.items() if p.turn != 2} == {"L1-009": 0}

@@ -316,7 +316,7 @@ def tables(collection: Collection, published: PublishedSet | None) -> list[Table
                 "correct (incl. plain PyTorch)": _count(both, indicators["correct"]),
                 "correct custom kernel (launched)": _count(both, indicators["kernel_success"]),
                 "faster than eager": _count(both, indicators["faster_eager"]),
-                "faster than torch.compile": (_count(compile_base, faster_compile) + f" of {len(compile_base)}")
+                "faster than torch.compile": (_count(compile_base, faster_compile) + f", n = {len(compile_base)}")
                 if len(compile_base) else NA,
                 "cells that agree": f"{agree} of {len(both)}",
             })
@@ -345,7 +345,7 @@ def tables(collection: Collection, published: PublishedSet | None) -> list[Table
         "percentage and its 95% bootstrap interval over tasks.",
         f"The study's 'faster' is its own flag, or correct with a speedup of at least {FASTER_AT:g} over its "
         "baseline (on its hardware), so a tie counts; here 'faster' needs the speedup's whole 95% interval above "
-        f"1 + {pct} (the equivalence margin), for any numerically correct candidate (plain PyTorch included); "
+        f"1 + m (m = {margin:g}, the equivalence margin), for any numerically correct candidate (plain PyTorch included); "
         "'correct custom kernel' needs a custom kernel defined and launched. Against torch.compile: the fastest "
         "mode per task, only tasks with a compile baseline.",
         "Sources: " + "; ".join(f"{m}/{meth}: `{s}`" for (m, meth), s in published.sources.items()) + ".",

@@ -104,6 +104,7 @@ def table(results: Path, collection: Collection) -> Table:
             "% of speed of light": _pct(r["fraction_of_bound"]) if r["bound_ms"] is not None
             else f"n/a: {r['no_bound_reason']}",
             "eager PyTorch % of it": _pct(r["ref_fraction_of_bound"]),
+            "peaks": r["peak_basis"] or NA,
         })
     note = ("Every correct custom kernel (each evaluated candidate; the cell's final one marked) with the fraction "
             "of the roofline bound it reaches: bound = max(FLOPs / peak FLOP/s, compulsory bytes / peak "
@@ -111,6 +112,7 @@ def table(results: Path, collection: Collection) -> Table:
             "parameters and outputs moved once; the device's peaks as the profile recorded them, "
             "kernelsweep.profiling.roofline), divided by the candidate's median time in the evaluator. The "
             "eager reference's fraction, from the same evaluation, is beside it. (memory) / (compute): which "
-            "side of the roofline bounds the task. The peaks are datasheet figures, so 100 % is not reachable.")
+            "side of the roofline bounds the task. 'peaks': where they come from (datasheet figures are upper bounds, "
+            "so 100 % is not reachable; a CPU's are an estimate).")
     return Table("speed_of_light", "Speed of light: correct custom kernels against the roofline bound", note,
                  pd.DataFrame(data), [Part(None, pd.DataFrame(view), "no correct custom kernel in this study")])
