@@ -5,7 +5,9 @@ format of shared/replay/kernelbench-agentic/*.jsonl); optional `sample`, `cand`
 and `role` (defaults 0, 0, "generator"), and optional `finish_reason`,
 `prompt_tokens`, `completion_tokens`, `latency_s` that are passed through.
 `path` is one .jsonl file, or a folder of `<method>.jsonl` files where the
-call's method (or the spec's `method`) picks the file.
+call's method (or the spec's `method`) picks the file. Records may also carry
+the publishing study's verdicts (`study_verdict`, `final`): the backend ignores
+them; the report compares them (kernelsweep.report.published, docs/results.md).
 """
 
 from __future__ import annotations
