@@ -62,3 +62,47 @@ def test_dry_run_plans_the_whole_dag(tmp_path):
     assert counts["generate_n1"] == counts["compile_n1"] == counts["evaluate"] == counts["select"] == 150
     assert counts["final"] == 90 and counts["report"] == 1 and counts["study_manifest"] == 1
     assert "prepare_model" not in counts  # no model to prepare, no server
+
+
+@pytest.mark.slow
+def test_published_verdicts_reach_the_report_through_the_dag(tmp_path):
+    """A replay source with published verdicts, run through the real DAG on the CPU
+    (the bundled demo task; a C++ kernel and plain PyTorch): REPORT.md compares them
+    and gives the kernel's fraction of the roofline bound."""
+    import json
+
+    from test_study_run import KERNEL, PLAIN, TASK, fenced
+
+    replay = tmp_path / "replay"
+    replay.mkdir()
+    records = {
+        # the study called the kernel wrong, and the plain rewrite correct and faster (a tie)
+        "guided": [{"turn": 0, "raw_response": fenced(KERNEL), "final": True,
+                    "study_verdict": {"compiled": True, "correct": False, "speedup": None, "category": "wrong_output"}}],
+        "iterative": [{"turn": 0, "raw_response": fenced(PLAIN), "final": True,
+                       "study_verdict": {"compiled": True, "correct": True, "speedup": 1.004, "category": "correct"}},
+                      {"turn": 1, "raw_response": fenced(PLAIN), "final": False,
+                       "study_verdict": {"compiled": True, "correct": True, "speedup": 0.99, "category": "slow"}}],
+    }
+    for method, rows in records.items():
+        (replay / f"{method}.jsonl").write_text("".join(json.dumps({"task": TASK, **r}) + "\n" for r in rows))
+    config = {
+        "results": str(tmp_path / "results"), "device": "cpu",
+        "tasks": {"source": "demo", "levels": [0], "ids": [1]},
+        "models": {"recorded": {"backend": "replay", "path": "replay"}},  # relative: the run's folder
+        "methods": {"guided": {"strategy": "guided"}, "iterative": {"strategy": "iterative", "turns": 2, "goal": "none"}},
+        "evaluation": {"trials": 2, "timing_trials": 10, "warmup": 2, "timeout_s": 120, "compile_timeout_s": 300},
+        "baseline": {"modes": ["eager"], "timing_trials": 10},
+    }
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), "--directory",
+                           str(tmp_path), "--cores", "2", "--configfile", str(path)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    report = (tmp_path / "results/report/REPORT.md").read_text()
+    section = report.split("## Published vs re-measured: disagreements per cell", 1)[1].split("\n## ", 1)[0]
+    assert "| guided " in section and "published wrong_output, here correct (correct_" in section
+    assert "| iterative " in section and "correct, but no custom kernel (plain PyTorch)" in section
+    light = report.split("## Speed of light", 1)[1].split("\n## ", 1)[0]
+    assert "| guided " in light and "t0/c0 (final)" in light and "estimate" in light
