@@ -64,6 +64,18 @@ def test_dry_run_plans_the_whole_dag(tmp_path):
     assert "prepare_model" not in counts  # no model to prepare, no server
 
 
+def test_shared_material_elsewhere_is_named_on_the_command_line(tmp_path):
+    """The README's override: nested --config keys merge into the config file's."""
+    _shared_or_skip()
+    shared = (REPO_ROOT.parent / "shared").resolve()
+    proc = run(["-n", "-p", "--configfile", str(CONFIG), "--config", f"results={tmp_path}/results",
+                f"tasks={{path: {shared}/kernelbench}}",
+                f"models={{qwen7b: {{path: {shared}/replay/kernelbench-agentic}}}}"])
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert job_counts(proc.stdout)["evaluate"] == 150
+    assert f"--path {shared}/kernelbench" in proc.stdout or str(shared / "kernelbench") in proc.stdout
+
+
 @pytest.mark.slow
 def test_published_verdicts_reach_the_report_through_the_dag(tmp_path):
     """A replay source with published verdicts, run through the real DAG on the CPU

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ class ReplayBackend(Backend):
 
     def __init__(self, name: str, spec: dict[str, Any]):
         super().__init__(name, spec)
-        self.root = Path(spec["path"]).expanduser()
+        self.root = Path(os.path.expandvars(spec["path"])).expanduser()  # as tasks.path: $VARS and ~
         if not self.root.exists():
             raise ModelSetupError(f"model '{name}': replay path not found: {self.root}")
         self._files: dict[Path, tuple[dict[_RecordKey, dict], str]] = {}
