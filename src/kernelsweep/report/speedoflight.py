@@ -104,7 +104,7 @@ def table(results: Path, collection: Collection) -> Table:
             "% of speed of light": _pct(r["fraction_of_bound"]) if r["bound_ms"] is not None
             else f"n/a: {r['no_bound_reason']}",
             "eager PyTorch % of it": _pct(r["ref_fraction_of_bound"]),
-            "peaks": r["peak_basis"] or NA,
+            "peaks": ", ".join(filter(None, (r["peak_basis"], r["peak_precision"]))) or NA,
         })
     note = ("Every correct custom kernel (each evaluated candidate; the cell's final one marked) with the fraction "
             "of the roofline bound it reaches: bound = max(FLOPs / peak FLOP/s, compulsory bytes / peak "
