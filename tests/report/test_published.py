@@ -36,7 +36,8 @@ def write_replay(folder, with_verdicts=True):
             line("L2-001", 0, verdict(False, False, None, "compilation")),  # agrees
             line("L2-002", 0, verdict(True, False, None, "wrong_output"))]  # wrong there, a fast kernel here
     iterative = [line("L1-001", 0, verdict(True, True, 0.98, "slow"), final=False),
-                 line("L1-001", 1, verdict(True, True, 1.0, "correct"))]     # submitted turn 1
+                 line("L1-001", 1, verdict(True, True, 1.0, "correct")),     # submitted turn 1
+                 line("L1-002", 0, verdict(True, True, 1.1, "correct"))]     # no cell here
     if not with_verdicts:
         zero = [json.dumps({k: v for k, v in json.loads(x).items() if k != "study_verdict"}) for x in zero]
         iterative = [json.dumps({k: v for k, v in json.loads(x).items() if k != "study_verdict"}) for x in iterative]
@@ -92,7 +93,8 @@ def test_published_verdicts_are_read_per_cell_from_the_submitted_record(study):
     results, spec = study
     c = collect(results, spec)
     found = published.load(c)
-    assert set(found.verdicts) == {(MODEL, "zero_shot", t, 0) for t, _, _ in TASKS} | {(MODEL, "iterative", "L1-001", 0)}
+    assert set(found.verdicts) == ({(MODEL, "zero_shot", t, 0) for t, _, _ in TASKS}
+                                   | {(MODEL, "iterative", t, 0) for t in ("L1-001", "L1-002")})
     first = found.verdicts[MODEL, "zero_shot", "L1-001", 0]
     assert first.correct and first.faster and first.speedup == pytest.approx(1.0047)
     assert not found.verdicts[MODEL, "zero_shot", "L1-002", 0].faster  # correct but 0.97: not faster
@@ -115,6 +117,7 @@ def test_summary_counts_both_sides_with_intervals(study):
     assert z["published_correct_lo"] is not None and z["published_correct_lo"] <= 50.0 <= z["published_correct_hi"]
     it = rows["iterative"]
     assert it["cells"] == 1 and it["agree"] == 0 and it["published_faster"] == 1 and it["faster_eager"] == 0
+    assert it["cells_missing_here"] == 1  # L1-002 has a published verdict but no final.json here
     view = summary.parts[0].frame.to_dict("records")
     assert view[0]["published correct"].startswith("2 (50.0 [") and view[0]["cells that agree"] == "1 of 4"
 
@@ -133,6 +136,7 @@ def test_disagreements_name_the_reason(study):
     kernel = why["zero_shot", "L2-002"]
     assert kernel == ("published wrong_output, here correct (correct_faster); "
                       "published not faster; here faster, 3.000× [3.000, 3.000]")
+    assert why["iterative", "L1-002"] == "published correct, no result here (missing)"
     it = why["iterative", "L1-001"]
     assert it.startswith("correct, but no custom kernel (plain PyTorch); published faster (1.000×, itself within")
     shown = {(r["method"], r["task"]): r for r in cells.parts[0].frame.to_dict("records")}

@@ -279,9 +279,9 @@ def tables(collection: Collection, published: PublishedSet | None) -> list[Table
             if (model, method) not in published.sources:
                 continue
             mine = frame[(frame["model"] == model) & (frame["method"] == method)] if not frame.empty else frame
-            both = with_result(mine) if not mine.empty else mine
-            if both.empty:
+            if mine.empty:
                 continue
+            both = with_result(mine)
             indicators = {
                 "published_compiled": both["published_compiled"].map(_true),
                 "published_correct": both["published_correct"].map(_true),
