@@ -250,7 +250,7 @@ def _published_frame(cells: pd.DataFrame, published: PublishedSet) -> pd.DataFra
 
 
 def _count(frame: pd.DataFrame, indicator: pd.Series) -> str:
-    """'k of n, pct [lo, hi] %' with the report's interval over tasks."""
+    """'k (pct [lo, hi] %)': a count, its rate and the report's 95% interval over tasks (report.stats)."""
     if frame.empty:
         return NA
     estimate = aggregate.rate(frame, indicator)
