@@ -228,7 +228,9 @@ def reasons(published: Published, cell: Mapping[str, Any], margin: float) -> lis
         elif verdict == "slower":
             out.append(f"{claim}; here slower, {_speed(cell)}")
         else:
-            out.append(f"{claim}; here {verdict or 'untimed'} ({_speed(cell)})")
+            out.append(f"{claim}; here " + (f"{verdict} ({_speed(cell)})" if verdict else
+                                            "untimed" if _na(cell.get("speedup_eager"))
+                                            else f"{_speed(cell)} without a timing verdict"))
     elif not published.faster and faster_here:
         was = "not faster" if published.speedup is None else f"{published.speedup:.3f}×, not faster"
         out.append(f"published {was}; here faster, {_speed(cell)}")
