@@ -74,3 +74,28 @@ def test_real_output_raises_no_false_alarm(replay):
     results, spec, _ = replay
     c = collect(results, spec)
     assert c.problems == [] and c.unexpected_runs == []
+
+
+def test_published_vs_remeasured_on_the_real_records(replay, shared_dir):
+    """With the replay source named in the study, the report reads the study's own
+    verdicts: every cell it called correct is plain PyTorch here, so each of them is
+    a disagreement for that reason (these eval records copy its other verdicts)."""
+    from kernelsweep.report import published
+
+    results, spec, rows = replay
+    folder = shared_dir / "replay" / "kernelbench-agentic"
+    spec = parse_study({"device": "cuda", "models": {"qwen7b": {"backend": "replay", "path": str(folder)}},
+                        "methods": {m: {"strategy": m} for m in METHODS},
+                        "tasks": [{"id": t.id, "level": t.level, "name": t.name} for t in spec.tasks]})
+    c = collect(results, spec)
+    found = published.load(c)
+    assert len(found.verdicts) == 90 and found.notes == []
+    summary, cells = published.tables(c, found)
+    by_method = {r["method"]: r for r in summary.data.to_dict("records")}
+    for method, entries in rows.items():
+        finals = [e["study_verdict"] for e in entries if e["final"]]
+        r = by_method[method]
+        assert r["published_correct"] == r["correct"] == sum(v["correct"] for v in finals), method
+        assert r["kernel_success"] == 0 and r["agree"] == 30 - r["published_correct"], method
+    for r in cells.data.to_dict("records"):
+        assert r["reasons"].startswith("correct, but no custom kernel") == bool(r["published_correct"])

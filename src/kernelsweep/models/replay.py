@@ -5,13 +5,16 @@ format of shared/replay/kernelbench-agentic/*.jsonl); optional `sample`, `cand`
 and `role` (defaults 0, 0, "generator"), and optional `finish_reason`,
 `prompt_tokens`, `completion_tokens`, `latency_s` that are passed through.
 `path` is one .jsonl file, or a folder of `<method>.jsonl` files where the
-call's method (or the spec's `method`) picks the file.
+call's method (or the spec's `method`) picks the file. Records may also carry
+the publishing study's verdicts (`study_verdict`, `final`): the backend ignores
+them; the report compares them (kernelsweep.report.published, docs/results.md).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +33,7 @@ class ReplayBackend(Backend):
 
     def __init__(self, name: str, spec: dict[str, Any]):
         super().__init__(name, spec)
-        self.root = Path(spec["path"]).expanduser()
+        self.root = Path(os.path.expandvars(spec["path"])).expanduser()  # as tasks.path: $VARS and ~
         if not self.root.exists():
             raise ModelSetupError(f"model '{name}': replay path not found: {self.root}")
         self._files: dict[Path, tuple[dict[_RecordKey, dict], str]] = {}

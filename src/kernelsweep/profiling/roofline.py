@@ -86,3 +86,35 @@ def verdict(total_flops: float, compulsory_bytes: int, peaks: dict[str, Any]) ->
     out["reason"] = (f"intensity {intensity:.3g} FLOP/byte is {'below' if bound == MEMORY_BOUND else 'at or above'} "
                      f"the ridge point {ridge:.3g} FLOP/byte ({peaks['basis']} peaks)")
     return out
+
+
+def bound_time_s(total_flops: float, compulsory_bytes: int, peaks: dict[str, Any]) -> dict[str, Any]:
+    """The roofline's lower bound on one forward's time ("speed of light"): every
+    FLOP at peak FLOP/s and every compulsory byte at peak bandwidth, overlapped,
+    so max(FLOPs / peak FLOP/s, bytes / peak bytes/s). FLOPs and bytes are the ones
+    the intensity uses (counted + elementwise estimate; compulsory traffic).
+
+    {"seconds", "limit": "compute"|"memory", "reason"}; seconds is None (with the
+    reason) when the peaks are unknown or nothing was counted."""
+    if peaks.get("reason") or not peaks.get("flops") or not peaks.get("bandwidth"):
+        return {"seconds": None, "limit": None, "reason": peaks.get("reason") or "no device peaks"}
+    compute = (total_flops or 0) / peaks["flops"]
+    memory = (compulsory_bytes or 0) / peaks["bandwidth"]
+    if compute <= 0 and memory <= 0:
+        return {"seconds": None, "limit": None, "reason": "the forward has no counted FLOPs or bytes"}
+    limit = "compute" if compute >= memory else "memory"
+    return {"seconds": max(compute, memory), "limit": limit, "reason": None}
+
+
+def profile_bound_time_s(record: dict[str, Any]) -> dict[str, Any]:
+    """bound_time_s of a profile record (`profile/{device}/{task}.json`, kernelsweep.profiling.record)."""
+    if not isinstance(record, dict) or record.get("status") != "ok":
+        return {"seconds": None, "limit": None, "reason": "no usable profile"}
+    flops = record.get("flops") or {}
+    total = (flops.get("total") or 0) + (flops.get("elementwise_estimate") or 0)
+    peaks = (record.get("roofline") or {}).get("peaks") or {}
+    out = bound_time_s(total, (record.get("bytes") or {}).get("compulsory") or 0, peaks)
+    out.update(flops=total, bytes=(record.get("bytes") or {}).get("compulsory"), peak_flops=peaks.get("flops"),
+               peak_bandwidth=peaks.get("bandwidth"), peak_precision=peaks.get("precision"),
+               peak_basis=peaks.get("basis"), device_name=record.get("device_name"))
+    return out

@@ -14,7 +14,7 @@ from kernelsweep.report import document
 from kernelsweep.report.collect import Collection, collect
 from kernelsweep.report.figures import build_figures, save_figure
 from kernelsweep.report.spec import ReportInputError, StudySpec
-from kernelsweep.report.tables import build_tables, write_table
+from kernelsweep.report.tables import Table, build_tables, write_table
 
 
 @dataclass
@@ -32,6 +32,18 @@ def _write_frame(frame: pd.DataFrame, folder: Path, name: str) -> list[Path]:
     return [parquet, csv]
 
 
+def extra_tables(results: Path, collection: Collection) -> list[Table]:
+    """Sections that only some studies have: published vs re-measured (a replayed study
+    whose records carry its own verdicts) and speed of light (a study with profiles)."""
+    from kernelsweep.report import published, speedoflight
+
+    found = published.tables(collection, published.load(collection))
+    if any(speedoflight.bounds(results, collection).get(t.id, {}).get("reason") != "no profile file"
+           for t in collection.spec.tasks):
+        found.append(speedoflight.table(results, collection))
+    return found
+
+
 def build_report(results: str | Path, out: str | Path, spec: StudySpec, jobs: int = 1) -> ReportResult:
     """Every report file under `out` from the raw files under `results`; `jobs`
     processes share the torch.compile comparisons."""
@@ -41,6 +53,7 @@ def build_report(results: str | Path, out: str | Path, spec: StudySpec, jobs: in
     collection = collect(results, spec, jobs)
     files = _write_frame(collection.candidates, out, "candidates") + _write_frame(collection.cells, out, "cells")
     tables = build_tables(collection.cells, collection.candidates, spec)
+    tables += extra_tables(results, collection)
     for table in tables:
         files += write_table(table, out / "tables")
     data = {table.name: table.data for table in tables}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The README's "Reproduce a published study on one GPU" on a lent GPU machine
+# (no network, at most ~10 minutes a command): config/replay-published.yaml with
+# the shared material carried in .gpu_carry/shared (docs/gpu-notes.md), in slices.
+#
+#   RUN_S=540 scripts/gpu_replay_published.sh     # run for at most RUN_S seconds, then stop cleanly
+#
+# Call it again (on the same warm machine) until it prints "done": each call
+# unlocks, reruns unfinished jobs (--rerun-incomplete) and keeps every finished
+# cell (results in $WORK, outside the repository). Every call appends its wall
+# time to $WORK/wall.log; the sum is the run's wall time. DRY=1 only plans
+# (works on a CPU machine with ../shared instead of .gpu_carry/shared).
+# Writes to $OUT (or ./gpu_out): the progress, the snakemake log's tail, and when
+# done REPORT.md, the tables and a tarball of the raw results (no build cache).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu_out}; mkdir -p "$OUT"
+WORK=${WORK:-/tmp/ks_pub}; RESULTS=$WORK/results; mkdir -p "$WORK"
+SHARED=${SHARED:-$PWD/.gpu_carry/shared}
+[ -d "$SHARED/kernelbench" ] || SHARED=$(cd .. && pwd)/shared
+if [ -d .whl ] && ! python3 -c "import snakemake" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+fi
+export PYTHONPATH=/tmp/site:$PWD/src PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+ARGS=(--configfile config/replay-published.yaml --config "results=$RESULTS"
+      "tasks={path: $SHARED/kernelbench}" "models={qwen7b: {path: $SHARED/replay/kernelbench-agentic}}")
+
+if [ "${DRY:-0}" = 1 ]; then
+  python3 -m snakemake -n "${ARGS[@]}" 2>&1 | tail -n 18
+  exit "${PIPESTATUS[0]}"
+fi
+
+GPUS=$(python3 -c "import torch; print(torch.cuda.device_count())")
+nvidia-smi -L
+python3 -m snakemake --unlock "${ARGS[@]}" > /dev/null 2>&1
+start=$(date +%s)
+# SIGINT at the deadline: Snakemake stops its jobs and exits; the next call redoes them.
+timeout -s INT -k 30 "${RUN_S:-540}" python3 -m snakemake --cores "$(nproc)" --resources gpu="$GPUS" \
+  --keep-going --rerun-incomplete "${ARGS[@]}" > "$WORK/snakemake.log" 2>&1
+rc=$?
+echo "$start $(date +%s) rc=$rc" >> "$WORK/wall.log"
+tail -n 40 "$WORK/snakemake.log" > "$OUT/snakemake_tail.log"
+count() { find "$RESULTS/runs" -name "$1" 2>/dev/null | wc -l; }
+wall=$(awk '{s += $2 - $1} END {print s}' "$WORK/wall.log")
+echo "evaluations $(count eval.json)/150, finals $(count final.json)/90, profiles" \
+     "$(ls "$RESULTS"/profile/cuda 2>/dev/null | wc -l)/30, baselines $(ls "$RESULTS"/baseline/cuda 2>/dev/null | wc -l)/30;" \
+     "wall so far ${wall} s over $(wc -l < "$WORK/wall.log") calls; this call rc=$rc" | tee "$OUT/progress.txt"
+if [ -f "$RESULTS/report/REPORT.md" ] && python3 -m snakemake -n "${ARGS[@]}" 2>&1 | grep -q "Nothing to be done"; then
+  echo "done" | tee -a "$OUT/progress.txt"
+  cp "$RESULTS/report/REPORT.md" "$OUT/"
+  mkdir -p "$OUT/tables" && cp "$RESULTS"/report/tables/*.md "$RESULTS"/report/tables/*.csv "$OUT/tables/" 2>/dev/null
+  tar czf "$OUT/results.tgz" -C "$WORK" --exclude=results/build --exclude=results/.gpu-slots \
+    --exclude=results/report/figures results wall.log 2>/dev/null
+fi
+ls -la "$OUT"
