@@ -176,6 +176,25 @@ def test_compare_over_several_chunks(monkeypatch):
     assert moved["kind"] == "nonfinite" and moved["message"].startswith("2 elements")
 
 
+def test_sampled_timed_output(monkeypatch):
+    """Both workers keep the same secret positions of a big tensor; a wrong
+    element is found there, a wrong shape fails whole; small tensors stay whole."""
+    from kernelsweep.evaluator.workers import trees
+
+    monkeypatch.setattr(trees, "SAMPLED_ELEMENTS", 64)
+    ref = torch.randn(32, 32)
+    small = torch.randn(8)
+    a = trees.sampled_output(*trees.flatten_output((ref, small)), 7)
+    b = trees.sampled_output(*trees.flatten_output((ref.clone(), small.clone())), 7)
+    assert a["leaves"][0].shape == (64,) and torch.equal(a["leaves"][1], small)
+    assert compare.compare_outputs(a, b, 1e-4, 1e-4)["ok"]
+    assert not torch.equal(a["leaves"][0], trees.sampled_output(*trees.flatten_output((ref, small)), 8)["leaves"][0])
+    zeros = trees.sampled_output(*trees.flatten_output((torch.zeros(32, 32), small)), 7)
+    assert compare.compare_outputs(a, zeros, 1e-4, 1e-4)["kind"] == "values"
+    reshaped = trees.sampled_output(*trees.flatten_output((ref.reshape(16, 64), small)), 7)
+    assert compare.compare_outputs(a, reshaped, 1e-4, 1e-4)["kind"] == "structure"
+
+
 def test_identical_outputs_is_bitwise():
     a = torch.randn(5)
     assert compare.identical_outputs(_out(a), _out(a.clone()))

@@ -41,11 +41,11 @@ _WORKERS = "kernelsweep.evaluator.workers."
 BLOCK_CALLS = {"cuda": 10, "cpu": 2}  # timed calls per block: on a shared CPU, finer interleaving
 # Timed calls whose outputs are compared with the reference's, drawn in secret
 # among all timed calls (the armed call comes on top). Each check costs a file
-# per side and a comparison (~1.2 s for a 64 MiB output, ~10 s for 512 MiB on
-# the H200 machine: seven checks were 71 of 148 s of L1-003's evaluation), so:
-# a few, and fewer for big outputs.
-CHECKED_CALLS = 6
-CHECKED_BYTES = 1 << 30    # at most this many output bytes checked per side
+# per side and a comparison; whole 512 MiB outputs made seven checks 71 of
+# 148 s of L1-003's evaluation on the H200 machine), so big outputs are
+# checked on sampled elements (trees.SAMPLED_ELEMENTS, a few MiB per call).
+# A candidate wrong in half of its timed calls escapes with p = 2 ** -12.
+CHECKED_CALLS = 12
 SENTINEL_CALLS = 5         # candidate calls timed with a full synchronize, to find hidden work
 HIDDEN_WORK_RATIO = 1.5    # sentinel median over event median beyond which work escapes the end event
 HIDDEN_WORK_MIN_MS = 0.02
@@ -459,7 +459,7 @@ class Evaluation:
         verify = not any(t["mutates_inputs"] for t in manifest["trials"])
         alone = self._ref_block(ref, cand, blocks[0], False)  # before the candidate ever ran a timed call
         ref_ms, cand_ms = [], []
-        checked = self._checked_calls(len(timed), manifest["trials"][0]["output_bytes"])
+        checked = set(self.rng.sample(range(len(timed)), min(len(timed), CHECKED_CALLS)))
         armed_block = self.rng.randrange(len(blocks))
         extension_used = any(t.get("extension_calls") for t in self.trial_signals)
         for b, block in enumerate(blocks):
@@ -480,11 +480,13 @@ class Evaluation:
                     positions.append(armed_at)
             if verify and positions:
                 names = [f"timed_b{b}_{p}.pt" for p in positions]
+                sample_seed = self.rng.randrange(2**31)  # sent after the calls: positions unknown before
                 with self._spent("timing_checks"):
-                    if not cand.request("save", positions=positions, names=names):
+                    if not cand.request("save", positions=positions, names=names, sample_seed=sample_seed):
                         return self._candidate_stopped(cand, None)
                     self._reference_ok(ref, ref.request("outputs", seeds=[block[p] for p in positions],
-                                                        names=names), "saving outputs for the timed checks")
+                                                        names=names, sample_seed=sample_seed),
+                                       "saving outputs for the timed checks")
                     # Checked now, then removed: the window to rewrite a saved
                     # output is one block, and big outputs never pile up on disk.
                     self._check_timed_outputs(work, [(name, p == armed_at and bool(reply.get("perturbed_calls")))
@@ -530,11 +532,6 @@ class Evaluation:
         self.record.setdefault("timing", {})["reference_after_candidate_ms"] = metrics.median(again["ms"])
         if not self._slowed(again["ms"], alone):
             self.flags.append("reference_slowed")
-
-    def _checked_calls(self, calls: int, output_bytes: int) -> set[int]:
-        """Which timed calls have their outputs compared with the reference's."""
-        budget = max(1, CHECKED_BYTES // max(1, output_bytes))
-        return set(self.rng.sample(range(calls), min(calls, CHECKED_CALLS, budget)))
 
     def _check_timed_outputs(self, work: Path, checks: list[tuple[str, bool]]) -> None:
         for name, perturbed in checks:

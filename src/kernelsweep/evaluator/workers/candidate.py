@@ -224,11 +224,11 @@ def block(ctx: frame.WorkerContext, s: State, seeds: list[int], synchronized: bo
     return {"ms": ms, **flags}
 
 
-def save(ctx: frame.WorkerContext, s: State, positions: list[int], names: list[str]) -> dict[str, Any]:
+def save(ctx: frame.WorkerContext, s: State, positions: list[int], names: list[str],
+         sample_seed: int) -> dict[str, Any]:
     machine.synchronize(s.device)
     for pos, name in zip(positions, names):
-        structure, leaves = s.kept[pos]
-        trees.save({"structure": structure, "leaves": trees.portable_leaves(leaves)}, s.private / name)
+        trees.save(trees.sampled_output(*s.kept[pos], sample_seed), s.private / name)
     s.kept = []
     return {}
 

@@ -9,7 +9,8 @@ their outputs saved privately; whether those outputs are constant, near
 zero, or so small that zeros would pass the tolerance (degenerate).
 Commands: `warmup`, `block` (time the reference on the inputs of the
 block's seeds, made on the device first), `outputs` (save the reference's
-outputs for given seeds, to verify the candidate's timed outputs)."""
+outputs for given seeds, sampled as the candidate's are, to verify the
+candidate's timed outputs)."""
 
 from __future__ import annotations
 
@@ -121,13 +122,15 @@ def block(ctx: frame.WorkerContext, s: State, seeds: list[int], synchronized: bo
     return {"ms": ms}
 
 
-def outputs(ctx: frame.WorkerContext, s: State, seeds: list[int], names: list[str]) -> dict[str, Any]:
-    """The reference's outputs on the inputs of these timing seeds."""
+def outputs(ctx: frame.WorkerContext, s: State, seeds: list[int], names: list[str],
+            sample_seed: int) -> dict[str, Any]:
+    """The reference's outputs on the inputs of these timing seeds, sampled
+    at the same positions as the candidate's (trees.sampled_output)."""
     with torch.no_grad():
         for seed, name in zip(seeds, names):
             out = s.model(*_inputs(s, seed))
             machine.synchronize(s.device)
-            trees.save(saved_output(out), s.private / name)
+            trees.save(trees.sampled_output(*trees.flatten_output(out), sample_seed), s.private / name)
     return {}
 
 
