@@ -115,3 +115,14 @@ def test_record_fields_and_provenance(run_eval):
     assert p["trials"] == 3 and p["timing_trials"] == 10 and p["confinement"] == "namespaces"
     assert p["torch"] and p["python"] and p["device_name"] and p["harness"]
     assert set(r["runtime_ms"]) >= {"median", "mean", "std", "min", "max", "n", "samples"}
+
+
+def test_no_room_for_outputs_is_the_harness_not_the_candidate(run_eval, monkeypatch):
+    """A disk without room for the candidate's saved outputs stops the
+    evaluation as a harness error naming the disk, instead of failing the
+    candidate's worker and blaming the candidate."""
+    from kernelsweep.evaluator import HarnessError, evaluation
+
+    monkeypatch.setattr(evaluation, "DISK_MARGIN", 1 << 62)
+    with pytest.raises(HarnessError, match="no room for the candidate's outputs"):
+        run_eval("add", "pytorch_only")

@@ -26,6 +26,7 @@ import math
 import os
 import random
 import secrets
+import shutil
 import tempfile
 import time
 from contextlib import contextmanager
@@ -63,6 +64,19 @@ def _read_text(path: Path, what: str) -> tuple[str | None, bytes]:
         return data.decode("utf-8"), data
     except UnicodeDecodeError:
         return None, data
+
+
+DISK_MARGIN = 1 << 30  # room kept free beyond the outputs' own size
+
+
+def _disk_note(worker: Worker) -> str:
+    """Saving outputs is the reference's only disk use: name a full disk, the
+    usual cause of its failing with a torch.save error ("unexpected pos")."""
+    try:
+        free = shutil.disk_usage(worker.cwd).free
+    except OSError:
+        return ""
+    return f" (the disk of {worker.cwd} is full: {free / 2**20:.0f} MiB free)" if free < DISK_MARGIN else ""
 
 
 def _secret_seed() -> int:
@@ -280,9 +294,21 @@ class Evaluation:
             failure = classify.classify_outcome(outcome) if ready is None else None
             message = (failure.message if failure else (ready or {}).get("message")
                        or ((ready or {}).get("error") or {}).get("message") or "no result")
-            raise HarnessError(f"the reference failed: {message}", log=outcome.log)
+            raise HarnessError(f"the reference failed: {message}{_disk_note(ref)}", log=outcome.log)
         self.device_info = ready.get("device_info", {})
         return ready
+
+    @staticmethod
+    def _room_for_outputs(work: Path, manifest: dict[str, Any]) -> None:
+        """The candidate saves its outputs of the trials and probes as the
+        reference did: a disk without room for them would fail the candidate's
+        worker, a harness fault blamed on the candidate. Stop before that."""
+        need = sum(case["output_bytes"] for case in manifest["trials"] + manifest["probes"])
+        free = shutil.disk_usage(work).free
+        if free < need + DISK_MARGIN:
+            raise HarnessError(f"no room for the candidate's outputs: the trials' outputs need "
+                               f"{need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB is free on the disk of {work} "
+                               f"(set TMPDIR to a larger disk, or fewer trials)")
 
     def _correctness(self, work: Path, ref: Worker, cand: Worker, started: float) -> dict[str, Any]:
         cfg = self.cfg
@@ -295,6 +321,7 @@ class Evaluation:
             return self._candidate_failure(outcome, cand_ready)
         self._note_builds(cand_ready)
         manifest = self._reference_ready(ref)
+        self._room_for_outputs(work, manifest)
         if manifest["degenerate"]:
             self.flags.append("degenerate_tolerance")
             refs = [compare.load_output(work / "reference" / t["file"]) for t in manifest["trials"]]
@@ -432,10 +459,10 @@ class Evaluation:
             outcome = ref.wait()
             failure = classify.classify_outcome(outcome) or classify.classify_exit(outcome)
             why = f"{failure.category}: {failure.message}" if failure else "no reply"
-            raise HarnessError(f"the reference's worker died while {doing} ({why}); "
+            raise HarnessError(f"the reference's worker died while {doing} ({why}){_disk_note(ref)}; "
                                f"its log ends: {outcome.log_excerpt[-600:]}", log=outcome.log)
         raise HarnessError(f"the reference failed while {doing}: "
-                           f"{(reply.get('error') or {}).get('message') or reply.get('message')}")
+                           f"{(reply.get('error') or {}).get('message') or reply.get('message')}{_disk_note(ref)}")
 
     def _time(self, work: Path, ref: Worker, cand: Worker, manifest: dict[str, Any]) -> dict[str, Any]:
         cfg = self.cfg
