@@ -177,7 +177,7 @@ def _start(path: Path, name: str, spec: dict[str, Any], want: str, idle_s: float
            startup_timeout_s: float) -> dict[str, Any]:
     path.unlink(missing_ok=True)
     log = path.with_suffix(".log")
-    spec_file = path.with_suffix(".spec.json")
+    spec_file = path.with_suffix(".spec")
     spec_file.write_text(json.dumps(spec))
     cmd = [sys.executable, "-m", "kernelsweep", "serve-run", "--model", name, "--model-spec", str(spec_file),
            "--identity", want, "--state", str(path.resolve()), "--idle-s", str(idle_s)]
