@@ -289,8 +289,9 @@ GENERATOR = {
     "guided": {T1: [["inplace"]], T2: [["rms"]], T3: [["gemm"]], T4: [["conv"]]},
     "iterative": {T1: [["chain_bad"], ["fused"]], T2: [["rms_wrong"], ["rms"]], T3: [["gemm_plain"], ["gemm"]],
                   T4: [["conv_bad"], ["conv"]]},
-    "agentic": {T1: [["chain_bad", "inplace"], ["fused", "chain_bad"]], T2: [["rms_wrong", "rms_wrong"], ["rms", "rms_wrong"]],
-                T3: [["gemm_plain", "gemm_plain"], ["gemm", "gemm_plain"]], T4: [["conv_bad", "conv_bad"], ["conv", "conv_bad"]]},
+    # best-of-2; a cell whose turn 0 is already faster stops there (goal `faster`)
+    "agentic": {T1: [["chain_bad", "fused"], ["fused", "chain_bad"]], T2: [["rms_wrong", "rms"], ["rms", "rms_wrong"]],
+                T3: [["gemm_plain", "gemm"], ["gemm", "gemm_plain"]], T4: [["conv_bad", "conv"], ["conv", "conv_bad"]]},
 }
 ROLES = {
     "analyzer": "The forward pass is memory-bound: several elementwise passes that one fused loop can replace.",

@@ -127,7 +127,7 @@ def test_a_run_starts_one_server_for_all_its_generation_jobs(embedded_checkpoint
     targets = [str(runs / m / t / "s0/t0/c0/response.json") for m in ("zero_shot", "iterative")
                for t in ("L0-001", "L0-002")]
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), "--directory", str(tmp_path),
-           "--cores", "2", "--configfile", str(tmp_path / "study.yaml"), *targets]
+           "--configfile", str(tmp_path / "study.yaml"), "--cores", "2", *targets]
     done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
     folder = tmp_path / "results/.run-servers"
