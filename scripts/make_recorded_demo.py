@@ -324,17 +324,19 @@ def rows():
     yield "react", out
 
 
-def main() -> None:
-    OUT.mkdir(parents=True, exist_ok=True)
+def main(out: Path = OUT) -> None:
+    out.mkdir(parents=True, exist_ok=True)
     for method, records in rows():
-        with open(OUT / f"{method}.jsonl", "w") as f:
+        with open(out / f"{method}.jsonl", "w") as f:
             for r in records:
                 f.write(json.dumps(r) + "\n")
-    sources = OUT / "sources"
+    sources = out / "sources"
     sources.mkdir(exist_ok=True)
     for name, text in R.items():
         (sources / f"{name}.py").write_text(text.split("```python\n", 1)[1].rsplit("```", 1)[0])
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else OUT)
