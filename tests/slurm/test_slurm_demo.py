@@ -54,10 +54,7 @@ def verdicts(workdir: Path) -> dict[str, dict]:
 
 
 def test_demo_study_on_slurm_matches_a_local_run(slurm_cluster, tmp_path):
-    # The demo's generation cap is halved here: on SLURM every generation job loads the model itself
-    # (a local run serves it once), and the comparison needs the same cap on both sides, not a long one.
-    common = ["-s", str(SNAKEFILE), "--configfile", str(CONFIG), "--config", f"tasks={{ids: {TASK_IDS}}}",
-              "models={gemma270m: {max_tokens: 128}}"]
+    common = ["-s", str(SNAKEFILE), "--configfile", str(CONFIG), "--config", f"tasks={{ids: {TASK_IDS}}}"]
     local_dir, slurm_dir = tmp_path / "local", tmp_path / "slurm"
     run_snakemake([*common, "--cores", "2"], local_dir, timeout=3600)
     # A `device: cpu` study: timing jobs on the CPU partition, no GPU requested.
