@@ -31,12 +31,24 @@ rule all:
 
 
 # A model server that is down is named before the first job, not after wait_s.
+# Jobs on this machine share one server per in-process model for the whole run
+# (kernelsweep.models.run_server; started by the first generation job that needs
+# it, stopped below); a cluster job loads its model itself.
 onstart:
     for _warning in preflight.unanswered_servers(MODELS):
         print(f"kernelsweep: WARNING: {_warning}", file=sys.stderr)
+    if workflow.local_exec and not workflow.remote_exec:
+        os.environ[run_server.ENV] = str(RUN_SERVERS)
+
+
+onsuccess:
+    for _line in run_server.stop_all(RUN_SERVERS):
+        print(f"kernelsweep: model server {_line}", file=sys.stderr)
 
 
 # A job's log is empty when the disk is full: name the cause after failures.
 onerror:
+    for _line in run_server.stop_all(RUN_SERVERS):
+        print(f"kernelsweep: model server {_line}", file=sys.stderr)
     if preflight.disk_note(RES):
         print(f"kernelsweep: {preflight.disk_note(RES)}", file=sys.stderr)

@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "profile": ("kernelsweep.profiling", "profile a reference with torch.profiler (guided prompts)"),
     "prepare-model": ("kernelsweep.models.embedded", "prepare the embedded Gemma 3 270M checkpoint"),
     "serve": ("kernelsweep.models.server", "start a local OpenAI-compatible server (transformers serve)"),
+    "serve-run": ("kernelsweep.models.run_server", "serve an in-process model to the generation jobs of one run"),
     "generate": ("kernelsweep.stages.generate", "sample one model call of the study matrix"),
     "prompt": ("kernelsweep.stages.prompt", "build the prompt of one turn"),
     "select": ("kernelsweep.stages.select", "select the best candidate so far"),

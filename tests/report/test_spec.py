@@ -104,3 +104,16 @@ def test_the_manifest_of_a_resolved_config_is_the_study_the_report_reads(tmp_pat
     assert spec.methods == config["methods"] and spec.models == config["models"] and spec.config == config
     assert spec.baseline_modes == tuple(config["baseline"]["modes"]) and spec.equivalence_margin == 0.01
     assert [(t.id, t.level, t.name) for t in spec.tasks] == [("L2-001", 2, "1_Conv")]
+
+
+def test_recorded_rows_are_labelled_recorded_wherever_a_model_is_named():
+    from kernelsweep.report import figures, tables
+
+    spec = parse_study(dict(SMALL_STUDY, models={
+        "gemma": {"backend": "transformers", "path": "models/gemma"},
+        "recorded-demo": {"backend": "replay", "path": "recorded", "recorded": True}}))
+    assert spec.model_label("gemma") == "gemma"
+    assert spec.model_label("recorded-demo") == "recorded-demo (recorded)"
+    assert tables._row_key(spec, "recorded-demo", "zero_shot") == {"model": "recorded-demo (recorded)",
+                                                                    "method": "zero_shot"}
+    assert figures._label(spec, "recorded-demo", "zero_shot") == "recorded-demo (recorded)/zero_shot"

@@ -33,10 +33,12 @@ def test_demo_dry_run_lists_every_stage(tmp_path):
     # the embedded model is prepared once per checkout: planned only while its checkpoint is absent
     prepared = (REPO_ROOT / "models" / "gemma3-270m" / ".kernelsweep-prepared").exists()
     assert counts.get("prepare_model", 0) == (0 if prepared else 1), counts
+    # two rows (gemma270m and the recorded responses), each:
     # zero_shot + guided: 1 turn x 1 candidate; iterative: 2 turns x 1; agentic: 2 turns x 2 candidates
-    assert counts["evaluate"] == tasks * (1 + 1 + 2 + 4)
-    assert counts["generate_n1"] == tasks * (1 + 1 + 2) and counts["generate_n2"] == tasks * 2
-    assert counts["final"] == 4 * tasks  # 1 model x 4 methods x tasks x 1 sample
+    assert counts["evaluate"] == 2 * tasks * (1 + 1 + 2 + 4)
+    assert counts["generate_n1"] == 2 * tasks * (1 + 1 + 2) and counts["generate_n2"] == 2 * tasks * 2
+    assert counts["final"] == 2 * 4 * tasks  # 2 rows x 4 methods x tasks x 1 sample (react: its own rule)
+    assert counts["react"] == 2 * tasks
     assert counts["report"] == 1
 
 

@@ -63,6 +63,11 @@ _CONDA = "conda" in str(getattr(workflow.deployment_settings, "deployment_method
 os.environ.update(KERNELSWEEP_PYTHON="python" if _CONDA else sys.executable)
 if _CONDA:
     os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (str(_SRC), os.environ.get("PYTHONPATH")) if p))
+# The run's model servers (Snakefile onstart/onsuccess/onerror): state files, logs, locks.
+from kernelsweep.models import run_server  # noqa: E402
+
+RUN_SERVERS = str(Path(RES, ".run-servers").resolve())
+os.environ.pop(run_server.ENV, None)  # set by onstart, for local runs only
 CPU_ENV = "../../envs/cpu.yaml"
 TIMING_ENV = "../../envs/cuda.yaml" if DEVICE == "cuda" else CPU_ENV
 # Generation on a GPU (transformers backend with device cuda) needs the CUDA env.

@@ -30,8 +30,15 @@ __all__ = ["Backend", "Completion", "GenerationFailed", "InfrastructureFailure",
 
 def load_backend(name: str, spec: dict[str, Any]) -> Backend:
     """The backend for one model entry (validated, defaults filled in). Loading
-    weights or starting a server is deferred to the first call."""
+    weights or starting a server is deferred to the first call. Inside a local
+    workflow run (KERNELSWEEP_RUN_SERVERS set) an in-process model is served once
+    for the whole run (kernelsweep.models.run_server)."""
     spec = normalise(name, spec)
+    from kernelsweep.models.run_server import shared_or_none
+
+    shared = shared_or_none(name, spec)  # the run's one server for this model, when the workflow runs locally
+    if shared is not None:
+        return shared
     if spec["backend"] == "transformers":
         from kernelsweep.models.transformers_backend import TransformersBackend
 

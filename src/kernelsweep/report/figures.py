@@ -36,7 +36,7 @@ def _no_data(ax, title: str) -> None:
 
 
 def _label(spec: StudySpec, model: str, method: str) -> str:
-    return f"{model}/{method}" if len(spec.models) > 1 else method
+    return f"{spec.model_label(model)}/{method}" if len(spec.models) > 1 else method
 
 
 def _errors(frame: pd.DataFrame, name: str) -> np.ndarray | None:
@@ -54,7 +54,7 @@ def best_of_n(data: pd.DataFrame, spec: StudySpec) -> Figure:
         return fig
     for model, frame in data.groupby("model", sort=False):
         frame = frame.sort_values("n")
-        prefix = f"{model}: " if len(spec.models) > 1 else ""
+        prefix = f"{spec.model_label(model)}: " if len(spec.models) > 1 else ""
         for name, label, marker in (("kernel_success", "correct custom kernel", "o"),
                                     ("fast_1_eager", "fast_1 vs eager", "s"),
                                     ("fast_1_compile", "fast_1 vs torch.compile", "^")):

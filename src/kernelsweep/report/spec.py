@@ -56,6 +56,12 @@ class StudySpec:
     def levels(self) -> list[int]:
         return sorted({t.level for t in self.tasks})
 
+    def model_label(self, model: str) -> str:
+        """A model's name as the report shows it: `NAME (recorded)` for hand-written
+        responses (a replay entry with `recorded: true`), so they are never read as a model's."""
+        entry = self.models.get(model) or {}
+        return f"{model} (recorded)" if isinstance(entry, dict) and entry.get("recorded") else model
+
     def task(self, task_id: str) -> Task:
         return self._tasks_by_id[task_id]
 

@@ -75,7 +75,7 @@ def fmt_cells(s: dict[str, Any]) -> str:
 
 
 def _row_key(spec: StudySpec, model: str, method: str) -> dict[str, str]:
-    return ({"model": model} if len(spec.models) > 1 else {}) | {"method": method}
+    return ({"model": spec.model_label(model)} if len(spec.models) > 1 else {}) | {"method": method}
 
 
 def _pct(s: dict[str, Any], name: str) -> str:
@@ -227,7 +227,7 @@ def best_of_n(cells: pd.DataFrame, spec: StudySpec, summaries: Summaries | None 
         for n, method in sweep:
             s = summaries(model, method)
             rows.append({"model": model, "n": n, "method": method, **s})
-            display.append(({"model": model} if len(spec.models) > 1 else {}) | {
+            display.append(({"model": spec.model_label(model)} if len(spec.models) > 1 else {}) | {
                 "n": n, "method": method, "cells": fmt_cells(s),
                 "correct custom kernel %": _pct(s, "kernel_success"),
                 "fast_1 vs eager %": _pct(s, "fast_1_eager"),
@@ -297,7 +297,7 @@ def per_task(cells: pd.DataFrame, spec: StudySpec) -> Table:
         for model in spec.models:
             for method in spec.methods:
                 mine = [r for r in records if r["task"] == task.id and r["model"] == model and r["method"] == method]
-                label = f"{model}/{method}" if len(spec.models) > 1 else method
+                label = f"{spec.model_label(model)}/{method}" if len(spec.models) > 1 else method
                 line[label] = "; ".join(_verdict_text(r) for r in sorted(mine, key=lambda r: r["sample"]))
         display.append(line)
     note = ("The final verdict of every method on every task (one entry per sample, separated by ';'): the "
