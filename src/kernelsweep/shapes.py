@@ -1,0 +1,110 @@
+"""Shape variants of a task: its module-level size constants, rescaled.
+
+KernelBench task files define their sizes as module-level integer constants
+(`batch_size = 16`, `dim = 16384`, `N = 2048 * 2`) that `get_inputs()` and
+`get_init_inputs()` read. A variant executes the task module with some of
+those constants replaced (the assignment itself is rewritten, so constants
+derived from them follow), in every worker alike: the reference's and the
+candidate's inputs, and ModelNew's init inputs, all come from the variant.
+
+Which constants are sizes: integer constants (literals, or arithmetic on
+literals) of at least MIN_SIZE, whose name is not one of the hyperparameters
+that are no sizes (kernel_size, stride, padding, dilation, groups, heads,
+pooling, layers, ...). Small integers are left alone: they are axes, kernel
+sizes or counts more often than dimensions.
+
+The rule (RULES, in order; `evaluation.shape_variants` takes the first n):
+every size constant c becomes the odd number nearest above round(c * factor)
+(at least 3, never c itself), so a variant is never a multiple of a block
+size (32, 128, 256), and both a smaller and a larger shape are checked.
+
+Standard library only: the parent (no torch) and the workers share it."""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from typing import Any
+
+MIN_SIZE = 8
+# Names that are hyperparameters, not sizes (matched anywhere in the lowercased name).
+NOT_SIZES = re.compile(r"kernel|stride|pad|dilation|group|head|pool|scale|factor|axis|layer|stage|cluster|"
+                       r"patch|block|d_state|seed|iter|step|eps|top_?k|bins?$")
+# (name, factor): the rule of each variant, in the order they are used.
+RULES: tuple[tuple[str, float], ...] = (("smaller_odd", 0.5), ("larger_odd", 1.25), ("quarter_odd", 0.25))
+MAX_VARIANTS = len(RULES)
+_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+        ast.FloorDiv: lambda a, b: a // b, ast.Pow: lambda a, b: a ** b, ast.LShift: lambda a, b: a << b}
+
+
+def _int_value(node: ast.AST) -> int | None:
+    """The value of an integer literal or of arithmetic on integer literals; None otherwise."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        a, b = _int_value(node.left), _int_value(node.right)
+        if a is None or b is None or (isinstance(node.op, ast.Pow) and not 0 <= b <= 64) \
+                or (isinstance(node.op, ast.LShift) and not 0 <= b <= 64) \
+                or (isinstance(node.op, ast.FloorDiv) and b == 0):
+            return None
+        return _OPS[type(node.op)](a, b)
+    return None
+
+
+def _assignments(tree: ast.Module) -> list[tuple[ast.Assign, str, int]]:
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = _int_value(node.value)
+            if value is not None:
+                found.append((node, node.targets[0].id, value))
+    return found
+
+
+def is_size(name: str, value: int) -> bool:
+    return value >= MIN_SIZE and not NOT_SIZES.search(name.lower())
+
+
+def size_constants(source: str) -> dict[str, int]:
+    """The module-level size constants of a task's source, by name (the last assignment wins)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    return {name: value for _, name, value in _assignments(tree) if is_size(name, value)}
+
+
+def rescale(value: int, factor: float) -> int:
+    """The odd number at or above round(value * factor), at least 3, never `value` itself."""
+    new = max(3, int(math.floor(value * factor + 0.5)))
+    if new % 2 == 0:
+        new += 1
+    if new == value:
+        new += 2
+    return new
+
+
+def variants(source: str, count: int) -> list[dict[str, Any]]:
+    """The first `count` variants of a task: [{name, rule, factor, constants}]; none
+    when the task has no size constants."""
+    sizes = size_constants(source)
+    if not sizes or count <= 0:
+        return []
+    return [{"name": name, "factor": factor, "constants": {k: rescale(v, factor) for k, v in sizes.items()}}
+            for name, factor in RULES[:count]]
+
+
+def rewrite(source: str, overrides: dict[str, int]) -> ast.Module:
+    """The task's module with the assignments of the overridden constants
+    replaced by their new values (every module-level assignment of that name)."""
+    tree = ast.parse(source)
+    seen = set()
+    for node, name, _ in _assignments(tree):
+        if name in overrides:
+            node.value = ast.copy_location(ast.Constant(int(overrides[name])), node.value)
+            seen.add(name)
+    missing = set(overrides) - seen
+    if missing:
+        raise ValueError(f"the task assigns no integer constant {', '.join(sorted(missing))}")
+    return ast.fix_missing_locations(tree)
