@@ -43,6 +43,11 @@ class StudySpec:
     config: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def shape_variants(self) -> int:
+        """The shape variants a candidate must be correct on (kernelsweep.shapes); 0 for a manifest older than them."""
+        return int((self.config.get("evaluation") or {}).get("shape_variants", 0))
+
+    @property
     def equivalence_margin(self) -> float:
         """The study's tie margin (kernelsweep.metrics); 0 for a manifest older than it."""
         return float((self.config.get("evaluation") or {}).get("equivalence_margin", 0.0))
