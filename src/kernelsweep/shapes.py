@@ -13,7 +13,7 @@ that are no sizes (kernel_size, stride, padding, dilation, groups, heads,
 pooling, layers, ...). Small integers are left alone: they are axes, kernel
 sizes or counts more often than dimensions.
 
-The rule (RULES, in order; `evaluation.shape_variants` takes the first n):
+The variant rule (RULES, in order; `evaluation.shape_variants` takes the first n):
 every size constant c becomes the odd number nearest above round(c * factor)
 (at least 3, never c itself), so a variant is never a multiple of a block
 size (32, 128, 256), and both a smaller and a larger shape are checked.
@@ -95,16 +95,37 @@ def variants(source: str, count: int) -> list[dict[str, Any]]:
             for name, factor in RULES[:count]]
 
 
-def rewrite(source: str, overrides: dict[str, int]) -> ast.Module:
-    """The task's module with the assignments of the overridden constants
-    replaced by their new values (every module-level assignment of that name)."""
+def substitute(source: str, overrides: dict[str, int]) -> str:
+    """The task's source with the values of the overridden constants replaced
+    (every module-level assignment of that name), as text: the rest of the
+    file, its comments and line numbers, stay as they are."""
     tree = ast.parse(source)
-    seen = set()
+    lines = source.splitlines(keepends=True)
+    edits, seen = [], set()
     for node, name, _ in _assignments(tree):
         if name in overrides:
-            node.value = ast.copy_location(ast.Constant(int(overrides[name])), node.value)
+            v = node.value
+            if v.lineno != v.end_lineno:
+                raise ValueError(f"the value of {name} spans several lines")
+            edits.append((v.lineno - 1, v.col_offset, v.end_col_offset, str(int(overrides[name]))))
             seen.add(name)
     missing = set(overrides) - seen
     if missing:
         raise ValueError(f"the task assigns no integer constant {', '.join(sorted(missing))}")
-    return ast.fix_missing_locations(tree)
+    for row, start, end, text in sorted(edits, reverse=True):
+        # ast offsets count UTF-8 bytes
+        line = lines[row].encode("utf-8")
+        lines[row] = (line[:start] + text.encode() + line[end:]).decode("utf-8")
+    return "".join(lines)
+
+
+def scaled(source: str, scale: float) -> tuple[str, dict[str, list[int]]]:
+    """The task's source with every size constant multiplied by `scale`
+    (rounded, at least 1): `tasks.scale`, so a study fits a smaller device.
+    Returns the source and {name: [original, scaled]} of what changed."""
+    sizes = size_constants(source)
+    new = {k: max(1, int(math.floor(v * scale + 0.5))) for k, v in sizes.items()}
+    changed = {k: [sizes[k], n] for k, n in new.items() if n != sizes[k]}
+    if not changed:
+        return source, {}
+    return substitute(source, {k: n for k, (_, n) in changed.items()}), changed

@@ -50,8 +50,8 @@ def load_module(path: str | os.PathLike, name: str, *, register: bool,
     if constants:
         from kernelsweep import shapes
 
-        source = Path(path).read_text(encoding="utf-8")
-        exec(compile(shapes.rewrite(source, constants), str(path), "exec"), module.__dict__)  # noqa: S102
+        source = shapes.substitute(Path(path).read_text(encoding="utf-8"), constants)
+        exec(compile(source, str(path), "exec"), module.__dict__)  # noqa: S102
         return module
     spec.loader.exec_module(module)
     return module

@@ -37,8 +37,13 @@ def test_which_constants_are_sizes_and_how_they_are_rescaled():
         assert all(n % 2 == 1 and n >= 3 for n in v["constants"].values())
     assert shapes.variants(KERNELBENCH_LIKE, 0) == [] and shapes.variants("x = 2\n", 2) == []
     namespace: dict = {}
-    exec(compile(shapes.rewrite(KERNELBENCH_LIKE, {"M": 7, "batch_size": 5}), "t", "exec"), namespace)
+    text = shapes.substitute(KERNELBENCH_LIKE, {"M": 7, "batch_size": 5})
+    assert "M = 7\n" in text and "batch_size = 5\n" in text and text.count("\n") == KERNELBENCH_LIKE.count("\n")
+    exec(compile(text, "t", "exec"), namespace)
     assert (namespace["M"], namespace["batch_size"], namespace["kernel_size"]) == (7, 5, 3)
+    small, changed = shapes.scaled(KERNELBENCH_LIKE, 0.25)
+    assert changed == {"batch_size": [16, 4], "out_channels": [64, 16], "M": [2048, 512]}
+    assert "M = 512\n" in small and "kernel_size = 3\n" in small and shapes.scaled(KERNELBENCH_LIKE, 1.0)[1] == {}
 
 
 def _failed_variant(r):

@@ -32,7 +32,9 @@ def _study_section(c: Collection, results: str) -> list[str]:
         "## Study", "",
         f"- Target device: `{spec.device}`, precision `{spec.precision}`.",
         f"- Tasks: {len(spec.tasks)} ({', '.join(f'level {lv}: {n}' for lv, n in sorted(levels.items()))}); "
-        f"samples per cell: {spec.samples}.",
+        f"samples per cell: {spec.samples}; task size scale: {spec.task_scale:g} (`tasks.scale`: every task's size "
+        f"constants times this, docs/taxonomy.md); shape variants per evaluation: {spec.shape_variants} "
+        "(`evaluation.shape_variants`).",
         f"- Expected cells (models x methods x tasks x samples): {len(spec.models)} x {len(spec.methods)} x "
         f"{len(spec.tasks)} x {spec.samples} = {len(cells)}.",
         f"- Cells with a final result: {with_result} ({status.get('evaluated', 0)} evaluated, "

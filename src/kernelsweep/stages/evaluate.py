@@ -113,6 +113,8 @@ def run_evaluate(args) -> int:
                           log_dir=Path(args.out).parent, task_sha256=task["sha256"],
                           **{k: v for k, v in given.items() if v is not None})
         record.setdefault("provenance", {})["generation"] = generation_provenance(response, candidate)
+        # tasks.scale: the task's size constants as evaluated (the task file's `scale`; null: as written)
+        record["provenance"]["task_scale"] = task.get("scale")
     record["cell"] = cell_of(candidate)
     # When and where it ran: shows which evaluations shared a device, and when.
     record["run"] = {"started": started, "finished": time.time(), "host": socket.gethostname(),
