@@ -119,7 +119,7 @@ def run_variant(s: State, cfg: dict[str, Any], variant: dict[str, Any], task_byt
     shared = Path(cfg["shared_dir"])
     model = inputs = out = None
     try:
-        module = taskcode.load_module(cfg["reference"], f"kernelsweep_reference_{name}", register=False,
+        module = taskcode.load_module(cfg["reference"], f"kernelsweep_reference_{name}", register=True,
                                       constants=variant["constants"])
         init = seeding.make_init_inputs(module, cfg["init_seed"])
         seeding.set_seed(cfg["init_seed"])
