@@ -357,13 +357,18 @@ class Evaluation:
                 if not reply or reply.get("status") != "ok":
                     return self._candidate_stopped(cand, reply, variant=plan)
                 self._note_trial_signals(reply, case)
-                ref_saved = compare.load_output(work / "reference" / case["file"])
+                files = (work / "candidate" / f"{name}.pt", work / "reference" / f"{name}.pt")
                 try:
-                    got = compare.load_output(work / "candidate" / reply["file"])
-                except Exception as exc:  # noqa: BLE001 - a file the candidate's process wrote
-                    return self._variant_failed(plan, "runtime_error", "UnreadableOutput",
-                                                f"its output cannot be read: {exc}")
-                cmp = compare.compare_outputs(ref_saved, got, self.atol, self.cfg.rtol)
+                    ref_saved = compare.load_output(files[1])
+                    try:
+                        got = compare.load_output(files[0])
+                    except Exception as exc:  # noqa: BLE001 - a file the candidate's process wrote
+                        return self._variant_failed(plan, "runtime_error", "UnreadableOutput",
+                                                    f"its output cannot be read: {exc}")
+                    cmp = compare.compare_outputs(ref_saved, got, self.atol, self.cfg.rtol)
+                finally:
+                    for f in files:  # compared once: big outputs never pile up on disk
+                        f.unlink(missing_ok=True)
                 summary["checked"].append({"name": name, "constants": plan["constants"], "ok": cmp["ok"],
                                            "max_abs_diff": cmp["max_abs_diff"]})
                 if not cmp["ok"]:
