@@ -70,6 +70,11 @@ def test_hard_coded_shapes_are_wrong_on_a_variant(run_eval, cpu_library, candida
     assert r["provenance"]["shape_variants"] == 2 and len(r["provenance"]["seeds"]["variants"]) == 2
 
 
+def test_a_crash_on_a_variant_is_wrong_on_variant(run_eval):
+    failed = _failed_variant(run_eval("add_sized", "segv_off_shape"))
+    assert failed["name"] == "smaller_odd" and failed["category"] == "crash", failed
+
+
 def test_a_single_shape_evaluation_passes_the_hard_coded_kernel(run_eval, cpu_library):
     r = run_eval("add_sized", "cpp_block_tail", shape_variants=0)
     assert r["correct"] and r["category"] in NUMERICALLY_CORRECT, (r["category"], r["error"])
