@@ -115,3 +115,15 @@ def test_lowered_fp32_math_modes_are_flagged(run_eval):
     assert r["category"] == "no_custom_kernel", (r["category"], r["error"])  # judged at its real accuracy
     plain = run_eval("add", "pytorch_only", shape_variants=0)
     assert "reduced_precision_math" not in plain["flags"] and plain["settings_changed"] == []
+
+
+def test_a_larger_variant_beyond_the_memory_budget_is_dropped(run_eval, monkeypatch):
+    from kernelsweep.evaluator import settings
+
+    # The task's inputs are 128 KiB; the larger variant's 210 KiB exceed both them and this budget.
+    monkeypatch.setitem(settings.VARIANT_BYTES, "cpu", 80_000)
+    r = run_eval("add_sized", "pytorch_only")
+    assert r["category"] == "no_custom_kernel", (r["category"], r["error"])
+    (dropped,) = r["variants"]["dropped"]
+    assert dropped["name"] == "larger_odd" and "variant budget" in dropped["reason"], dropped
+    assert [c["name"] for c in r["variants"]["checked"]] == ["smaller_odd"]
