@@ -95,6 +95,12 @@ def variants(source: str, count: int) -> list[dict[str, Any]]:
             for name, factor in RULES[:count]]
 
 
+def batch_only(constants: dict[str, int]) -> dict[str, int]:
+    """The batch-like constants of a variant (a narrower variant, for a
+    reference that cannot run all its sizes rescaled)."""
+    return {k: v for k, v in constants.items() if "batch" in k.lower()}
+
+
 def substitute(source: str, overrides: dict[str, int]) -> str:
     """The task's source with the values of the overridden constants replaced
     (every module-level assignment of that name), as text: the rest of the

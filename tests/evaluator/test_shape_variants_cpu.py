@@ -103,7 +103,7 @@ def test_a_variant_the_reference_cannot_run_is_dropped(run_eval):
     assert r["category"] == "no_custom_kernel", (r["category"], r["error"])
     assert r["variants"]["task"] == {"batch_size": 16, "dim": 1024}  # kernel_size is no size
     (dropped,) = r["variants"]["dropped"]
-    assert dropped["name"] == "larger_odd" and "ValueError" in dropped["reason"] and "1200" in dropped["reason"]
+    assert dropped["name"] == "larger_odd" and "ValueError" in dropped["reason"] and "20000" in dropped["reason"]
     assert [c["name"] for c in r["variants"]["checked"]] == ["smaller_odd"]
 
 
@@ -127,3 +127,12 @@ def test_a_larger_variant_beyond_the_memory_budget_is_dropped(run_eval, monkeypa
     (dropped,) = r["variants"]["dropped"]
     assert dropped["name"] == "larger_odd" and "variant budget" in dropped["reason"], dropped
     assert [c["name"] for c in r["variants"]["checked"]] == ["smaller_odd"]
+
+
+def test_a_variant_the_reference_runs_only_with_its_batch_rescaled_is_narrowed(run_eval):
+    r = run_eval("group_mean_sized", "group_mean_any_size")
+    assert r["category"] == "no_custom_kernel", (r["category"], r["error"])
+    assert r["variants"]["task"] == {"batch_size": 16, "channels": 64} and r["variants"]["dropped"] == []
+    checked = r["variants"]["checked"]
+    assert [c["constants"] for c in checked] == [{"batch_size": 9}, {"batch_size": 21}], checked
+    assert all(c["ok"] and "RuntimeError" in c["narrowed"] for c in checked), checked

@@ -353,6 +353,8 @@ class Evaluation:
                     summary["dropped"].append({"name": name, "constants": plan["constants"],
                                                "reason": case["dropped"]})
                     continue
+                if case.get("narrowed"):  # the reference could run only its batch rescaled
+                    plan = dict(plan, constants=case["constants"])
                 reply = cand.request("variant", name=name, constants=plan["constants"], seed=plan["seed"])
                 if not reply or reply.get("status") != "ok":
                     return self._candidate_stopped(cand, reply, variant=plan)
@@ -370,7 +372,8 @@ class Evaluation:
                     for f in files:  # compared once: big outputs never pile up on disk
                         f.unlink(missing_ok=True)
                 summary["checked"].append({"name": name, "constants": plan["constants"], "ok": cmp["ok"],
-                                           "max_abs_diff": cmp["max_abs_diff"]})
+                                           "max_abs_diff": cmp["max_abs_diff"],
+                                           **({"narrowed": case["narrowed"]} if case.get("narrowed") else {})})
                 if not cmp["ok"]:
                     how = "shape_mismatch" if cmp["kind"] in ("structure", "shape", "dtype") else "wrong_output"
                     return self._variant_failed(plan, how, "OutputMismatch", cmp["message"])

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from kernelsweep import taskcode
+from kernelsweep import shapes, taskcode
 from kernelsweep.evaluator import compare
 from kernelsweep.evaluator.workers import frame, machine, mathmodes, seeding, trees
 from kernelsweep.evaluator.workers.clock import Clock
@@ -114,13 +114,27 @@ def setup(ctx: frame.WorkerContext) -> State:
 
 
 def run_variant(s: State, cfg: dict[str, Any], variant: dict[str, Any], task_bytes: int) -> dict[str, Any]:
-    """One shape variant on the reference: {name, file, seed, ...} or {name, dropped: reason}."""
-    name = variant["name"]
+    """One shape variant on the reference: {name, file, seed, constants, ...} or
+    {name, dropped: reason}. When the reference cannot run every size
+    rescaled (a channel count no longer divisible by its groups, a width
+    by its heads), the variant is tried once more with only its batch-like
+    constants rescaled (shapes.batch_only); `narrowed` then says why."""
+    result = _try_variant(s, cfg, variant["name"], variant["constants"], variant["seed"], task_bytes)
+    batch = shapes.batch_only(variant["constants"])
+    if result.get("dropped") and batch and batch != variant["constants"]:
+        again = _try_variant(s, cfg, variant["name"], batch, variant["seed"], task_bytes)
+        if not again.get("dropped"):
+            return dict(again, narrowed=result["dropped"])
+    return result
+
+
+def _try_variant(s: State, cfg: dict[str, Any], name: str, constants: dict[str, int], seed: int,
+                 task_bytes: int) -> dict[str, Any]:
     shared = Path(cfg["shared_dir"])
     model = inputs = out = None
     try:
         module = taskcode.load_module(cfg["reference"], f"kernelsweep_reference_{name}", register=True,
-                                      constants=variant["constants"])
+                                      constants=constants)
         init = seeding.make_init_inputs(module, cfg["init_seed"])
         seeding.set_seed(cfg["init_seed"])
         model = module.Model(*init)
@@ -129,13 +143,13 @@ def run_variant(s: State, cfg: dict[str, Any], variant: dict[str, Any], task_byt
         if s.precision != "fp32":
             model = model.to(seeding.DTYPES[s.precision])
         with torch.no_grad():
-            inputs = seeding.make_inputs(module, variant["seed"], s.precision, s.device)
+            inputs = seeding.make_inputs(module, seed, s.precision, s.device)
             size = trees.tree_nbytes(inputs)
             if size > max(task_bytes, cfg.get("variant_bytes") or 0):
                 return {"name": name, "dropped": f"its inputs ({size} bytes) exceed the variant budget "
                                                  f"({cfg.get('variant_bytes')} bytes)"}
             pristine = trees.clone_tree(inputs)
-            seeding.set_seed(variant["seed"])
+            seeding.set_seed(seed)
             out = model(*inputs)
             machine.synchronize(s.device)
             _, leaves = trees.flatten_output(out)
@@ -144,7 +158,7 @@ def run_variant(s: State, cfg: dict[str, Any], variant: dict[str, Any], task_byt
                        "aliases_inputs": trees.aliases(leaves, inputs)}
         trees.save(init, shared / f"{name}_init.pt")
         trees.save(state, shared / f"{name}_state.pt")
-        return {"name": name, "file": f"{name}.pt", "seed": variant["seed"], **signals}
+        return {"name": name, "file": f"{name}.pt", "seed": seed, "constants": constants, **signals}
     except (Exception, MemoryError) as exc:  # noqa: BLE001 - the reference cannot run this shape
         return {"name": name, "dropped": f"the reference fails: {type(exc).__name__}: {str(exc)[:300]}"}
     finally:
