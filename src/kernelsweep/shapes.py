@@ -52,13 +52,25 @@ def _int_value(node: ast.AST) -> int | None:
     return None
 
 
-def _assignments(tree: ast.Module) -> list[tuple[ast.Assign, str, int]]:
+def _assignments(tree: ast.Module) -> list[tuple[ast.expr, str, int]]:
+    """(value node, name, value) of every module-level integer constant:
+    `n = 4096`, `n = 2048 * 2`, `h = w = 128`, `d, h, w = 16, 32, 32`."""
     found = []
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            value = _int_value(node.value)
-            if value is not None:
-                found.append((node, node.targets[0].id, value))
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            if isinstance(target, ast.Name):
+                pairs = [(target, node.value)]
+            elif isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple) \
+                    and len(target.elts) == len(node.value.elts):
+                pairs = list(zip(target.elts, node.value.elts))
+            else:
+                continue
+            for name, expr in pairs:
+                value = _int_value(expr) if isinstance(name, ast.Name) else None
+                if value is not None:
+                    found.append((expr, name.id, value))
     return found
 
 
@@ -107,18 +119,18 @@ def substitute(source: str, overrides: dict[str, int]) -> str:
     file, its comments and line numbers, stay as they are."""
     tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
-    edits, seen = [], set()
-    for node, name, _ in _assignments(tree):
+    edits, seen = {}, set()
+    for v, name, _ in _assignments(tree):
         if name in overrides:
-            v = node.value
             if v.lineno != v.end_lineno:
                 raise ValueError(f"the value of {name} spans several lines")
-            edits.append((v.lineno - 1, v.col_offset, v.end_col_offset, str(int(overrides[name]))))
+            # `h = w = 128`: one value for both names (equal sizes get equal new values)
+            edits.setdefault((v.lineno - 1, v.col_offset, v.end_col_offset), str(int(overrides[name])))
             seen.add(name)
     missing = set(overrides) - seen
     if missing:
         raise ValueError(f"the task assigns no integer constant {', '.join(sorted(missing))}")
-    for row, start, end, text in sorted(edits, reverse=True):
+    for (row, start, end), text in sorted(edits.items(), reverse=True):
         # ast offsets count UTF-8 bytes
         line = lines[row].encode("utf-8")
         lines[row] = (line[:start] + text.encode() + line[end:]).decode("utf-8")

@@ -19,6 +19,8 @@ stride = 2
 num_groups = 8
 dim = 1
 M = 1024 * 2
+height = width = 32
+depth, length = 12, 2
 eps = 1e-5
 def get_inputs():
     return [torch.randn(batch_size, in_channels, M)]
@@ -28,11 +30,14 @@ def get_init_inputs():
 
 
 def test_which_constants_are_sizes_and_how_they_are_rescaled():
-    assert shapes.size_constants(KERNELBENCH_LIKE) == {"batch_size": 16, "out_channels": 64, "M": 2048}
+    assert shapes.size_constants(KERNELBENCH_LIKE) == {"batch_size": 16, "out_channels": 64, "M": 2048,
+                                                       "height": 32, "width": 32, "depth": 12}
     found = shapes.variants(KERNELBENCH_LIKE, 3)
     assert [v["name"] for v in found] == ["smaller_odd", "larger_odd", "quarter_odd"]
-    assert found[0]["constants"] == {"batch_size": 9, "out_channels": 33, "M": 1025}
-    assert found[1]["constants"] == {"batch_size": 21, "out_channels": 81, "M": 2561}
+    assert found[0]["constants"] == {"batch_size": 9, "out_channels": 33, "M": 1025, "height": 17, "width": 17,
+                                     "depth": 7}
+    assert found[1]["constants"] == {"batch_size": 21, "out_channels": 81, "M": 2561, "height": 41, "width": 41,
+                                     "depth": 15}
     for v in found:
         assert all(n % 2 == 1 and n >= 3 for n in v["constants"].values())
     assert shapes.variants(KERNELBENCH_LIKE, 0) == [] and shapes.variants("x = 2\n", 2) == []
@@ -41,8 +46,11 @@ def test_which_constants_are_sizes_and_how_they_are_rescaled():
     assert "M = 7\n" in text and "batch_size = 5\n" in text and text.count("\n") == KERNELBENCH_LIKE.count("\n")
     exec(compile(text, "t", "exec"), namespace)
     assert (namespace["M"], namespace["batch_size"], namespace["kernel_size"]) == (7, 5, 3)
+    text = shapes.substitute(KERNELBENCH_LIKE, found[0]["constants"])
+    assert "height = width = 17\n" in text and "depth, length = 7, 2\n" in text
     small, changed = shapes.scaled(KERNELBENCH_LIKE, 0.25)
-    assert changed == {"batch_size": [16, 4], "out_channels": [64, 16], "M": [2048, 512]}
+    assert changed == {"batch_size": [16, 4], "out_channels": [64, 16], "M": [2048, 512], "height": [32, 8],
+                       "width": [32, 8], "depth": [12, 3]}
     assert "M = 512\n" in small and "kernel_size = 3\n" in small and shapes.scaled(KERNELBENCH_LIKE, 1.0)[1] == {}
 
 
