@@ -137,11 +137,14 @@ def substitute(source: str, overrides: dict[str, int]) -> str:
     return "".join(lines)
 
 
-def scaled(source: str, scale: float) -> tuple[str, dict[str, list[int]]]:
-    """The task's source with every size constant multiplied by `scale`
-    (rounded, at least 1): `tasks.scale`, so a study fits a smaller device.
-    Returns the source and {name: [original, scaled]} of what changed."""
+def scaled(source: str, scale: float, *, batch_only: bool = False) -> tuple[str, dict[str, list[int]]]:
+    """The task's source with every size constant (or only the batch-like
+    ones) multiplied by `scale` (rounded, at least 1): `tasks.scale`, so a
+    study fits a smaller device. Returns the source and {name: [original,
+    scaled]} of what changed."""
     sizes = size_constants(source)
+    if batch_only:
+        sizes = {k: v for k, v in sizes.items() if "batch" in k.lower()}
     new = {k: max(1, int(math.floor(v * scale + 0.5))) for k, v in sizes.items()}
     changed = {k: [sizes[k], n] for k, n in new.items() if n != sizes[k]}
     if not changed:

@@ -82,6 +82,10 @@ def test_tasks_scale_shrinks_the_size_constants_before_everything(kernelbench, t
     assert record["validation"]["input_numel"] == 2 * 1024 * 1024 and record["validation"]["forward"] == "ran"
     with pytest.raises(TaskConfigError, match="tasks.scale"):
         materialize(dict(selection, scale=0), "L1-001", tmp_path / "x.json", validate=False)
+    # L2-019: 64 channels / 16 = 4 no longer hold GroupNorm's 8 groups: only the batch is scaled
+    record = materialize(dict(selection, levels=[2], scale=0.0625), "L2-019", tmp_path / "L2-019.json")
+    assert record["scale"]["constants"] == {"batch_size": [128, 8]} and "num_groups" in record["scale"]["narrowed"]
+    assert "batch_size   = 8" in record["code"] and "in_channels  = 64" in record["code"]
 
 
 def test_local_task_with_a_huge_output_is_skipped_not_failed(kernelbench, tmp_path):
