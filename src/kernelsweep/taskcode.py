@@ -34,16 +34,25 @@ def child_argv(module: str) -> list[str]:
     return [sys.executable, "-I", "-c", boot]
 
 
-def load_module(path: str | os.PathLike, name: str, *, register: bool) -> types.ModuleType:
+def load_module(path: str | os.PathLike, name: str, *, register: bool,
+                constants: dict[str, int] | None = None) -> types.ModuleType:
     """Execute a Python file as a module. A candidate is registered in
     sys.modules (some code needs that, e.g. dataclasses and pickling); a
-    reference is not, so a candidate cannot find it by name."""
+    reference is not, so a candidate cannot find it by name. `constants`:
+    a task's module-level size constants replaced before it runs (a shape
+    variant, kernelsweep.shapes)."""
     spec = importlib.util.spec_from_file_location(name, str(path))
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     if register:
         sys.modules[name] = module
+    if constants:
+        from kernelsweep import shapes
+
+        source = shapes.substitute(Path(path).read_text(encoding="utf-8"), constants)
+        exec(compile(source, str(path), "exec"), module.__dict__)  # noqa: S102
+        return module
     spec.loader.exec_module(module)
     return module
 

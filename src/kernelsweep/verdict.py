@@ -21,6 +21,7 @@ CATEGORIES: tuple[str, ...] = (
     "runtime_error",    # an exception while constructing or running ModelNew
     "shape_mismatch",   # an output of the wrong shape, dtype or structure
     "wrong_output",     # right shape, values outside tolerance (or NaN/Inf)
+    "wrong_on_variant", # correct on the task's shape, wrong or failing on a shape variant
     "cheat",            # passed numerically by a known cheat (see evaluator/cheats.py)
     "no_custom_kernel", # correct, but no custom kernel was defined and launched
     "correct_unstable", # correct custom kernel, timings too spread for a verdict (CPU under load)
@@ -32,6 +33,9 @@ CATEGORIES: tuple[str, ...] = (
 SUCCESS_CATEGORIES = frozenset({"correct_unstable", "correct_slower", "correct_tie", "correct_faster"})
 # Numerically correct outputs (a success or plain PyTorch that matched).
 NUMERICALLY_CORRECT = SUCCESS_CATEGORIES | {"no_custom_kernel"}
+# Correct on the task's own shape (what a single-shape evaluation counts as
+# correct): numerically correct, or wrong only on a shape variant.
+CORRECT_ON_TASK_SHAPE = NUMERICALLY_CORRECT | {"wrong_on_variant"}
 # The candidate never produced output because it could not be built or loaded.
 BUILD_FAILURES = frozenset({"no_code", "syntax_error", "interface_error", "hallucinated_api", "compile_error"})
 

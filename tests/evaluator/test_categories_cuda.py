@@ -44,6 +44,10 @@ CASES = [
     ("constant_output", "softmax_singleton", CPU / "cheat_constant.py", {"cheat"}, {}),
     ("wrong_output", "add", CPU / "wrong_output.py", {"wrong_output"}, {}),
     ("hallucinated_attribute", "add", CPU / "hallucinated_attr.py", {"hallucinated_api"}, {}),
+    # Shape variants (kernelsweep.shapes): the grid sized for the task's N misses the larger variant's tail.
+    ("grid_for_task_shape", "add_sized", CUDA / "cuda_fixed_grid.py", {"wrong_on_variant"}, {}),
+    ("kernel_on_every_shape", "add_sized", CUDA / "cuda_add.py", SUCCESS, {}),
+    ("single_shape_passes_it", "add_sized", CUDA / "cuda_fixed_grid.py", SUCCESS, {"shape_variants": 0}),
 ]
 # The candidates the compile step builds (the Triton one compiles at its first call).
 TO_BUILD = sorted({c[2] for c in CASES if c[2].parent == CUDA and "load_inline" in c[2].read_text()})
@@ -87,6 +91,24 @@ def test_category(cuda_builds, build_dir, tmp_path, reference, candidate, accept
     assert r["category"] in accepted, _brief(r)
     if accepted == SUCCESS:
         assert r["custom_kernel"], _brief(r)
+    if r["category"] == "wrong_on_variant":
+        failed = r["variants"]["failed"]
+        assert failed["name"] == "larger_odd" and failed["category"] == "wrong_output", _brief(r)
+        assert [c["ok"] for c in r["variants"]["checked"]] == [True, False], r["variants"]
+
+
+def test_tf32_is_flagged_and_judged_at_its_accuracy(build_dir, tmp_path):
+    """The reference multiplies with TF32 off; a candidate that turns it on is
+    computed with it (likely wrong beyond fp32's tolerance on a 64x64 product
+    of normal values; right where the GPU has no TF32) and flagged."""
+    from kernelsweep.evaluator import evaluate
+
+    r = evaluate(REFERENCES / "matmul_small.py", CPU / "tf32_on.py", device="cuda", trials=3, timing_trials=10,
+                 warmup=2, build_dir=build_dir, log_dir=tmp_path / "logs")
+    print(_brief(r), r.get("max_abs_diff"))
+    assert "reduced_precision_math" in r["flags"], _brief(r)
+    assert r["category"] in {"wrong_output", "no_custom_kernel"}, _brief(r)
+    assert "float32_matmul_precision" in r["settings_changed"], r["settings_changed"]
 
 
 def _cli(*args: str) -> tuple[subprocess.CompletedProcess, dict | None]:

@@ -187,3 +187,25 @@ def test_tables_of_a_study_without_results(tmp_path, small_study):
     assert h["agentic"]["cells_with_result"] == 0 and pd.isna(h["agentic"]["kernel_success_pct"])
     assert "n/a" in tables.to_markdown(built[0])
     assert all(isinstance(tables.to_markdown(t), str) for t in built)
+
+
+def test_wrong_on_variant_counts_as_correct_on_the_task_shape_only(small_study):
+    import json
+
+    results, _, spec = small_study
+    final = results / "runs/m1/agentic/L1-001/s0/final.json"
+    record = json.loads(final.read_text())
+    record["result"].update(category="wrong_on_variant", correct=False, custom_kernel=False, speedup=None,
+                            speedup_ci=None, timing_verdict=None, faster=None)
+    final.write_text(json.dumps(record))
+    cells = collect(results, spec).cells
+    headline = tables.headline(cells, spec)
+    r = rows_by_method(headline.data)["agentic"]
+    assert r["correct_pct"] == pytest.approx(200 / 3) and r["correct_task_shape_pct"] == pytest.approx(100.0)
+    assert r["kernel_success_pct"] == pytest.approx(200 / 3)
+    part = rows_by_method(headline.parts[0].frame)
+    assert part["agentic"]["correct on the task's shape %"].startswith("100")
+    assert "wrong_on_variant" in headline.note
+    # without variants both columns agree
+    assert all(row["correct_task_shape_pct"] == row["correct_pct"]
+               for m, row in rows_by_method(headline.data).items() if m != "agentic")

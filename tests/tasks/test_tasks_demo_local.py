@@ -36,7 +36,8 @@ def test_demo_task_materialises_and_runs_on_cpu(task_id, tmp_path):
     out = tmp_path / "results" / "tasks" / f"{task_id}.json"
     record = materialize({"source": "demo"}, task_id, out)
     assert json.loads(out.read_text()) == record
-    assert set(record) == {"id", "level", "problem_id", "name", "code", "sha256", "source", "validation"}
+    assert set(record) == {"id", "level", "problem_id", "name", "code", "sha256", "source", "validation", "scale"}
+    assert record["scale"] is None  # tasks.scale absent: the task as written
     assert record["id"] == task_id and record["level"] == 0
     path = DEMO_DIR / f"{record['name']}.py"
     assert record["code"] == path.read_text() and record["sha256"] == sha256_file(path)
@@ -67,6 +68,24 @@ def test_local_task_from_the_shared_checkout(kernelbench, tmp_path):
     validation = record["validation"]
     assert validation["forward"] == "skipped" and validation["input_numel"] == 2 * 4096 * 4096
     assert "above the CPU bound" in validation["skip_reason"]
+
+
+def test_tasks_scale_shrinks_the_size_constants_before_everything(kernelbench, tmp_path):
+    selection = {"source": "local", "path": str(kernelbench), "levels": [1], "scale": 0.25}
+    record = materialize(selection, "L1-001", tmp_path / "L1-001.json")
+    original = (kernelbench / "level1" / "1_Square_matrix_multiplication_.py").read_text()
+    assert record["scale"] == {"factor": 0.25, "constants": {"N": [4096, 1024]},
+                               "original_sha256": sha256_text(original)}
+    assert "N = 1024" in record["code"] and record["sha256"] == sha256_text(record["code"])
+    assert record["code"].count("\n") == original.count("\n")
+    # validated at its scaled size: now small enough to run on the CPU
+    assert record["validation"]["input_numel"] == 2 * 1024 * 1024 and record["validation"]["forward"] == "ran"
+    with pytest.raises(TaskConfigError, match="tasks.scale"):
+        materialize(dict(selection, scale=0), "L1-001", tmp_path / "x.json", validate=False)
+    # L2-019: 64 channels / 16 = 4 no longer hold GroupNorm's 8 groups: only the batch is scaled
+    record = materialize(dict(selection, levels=[2], scale=0.0625), "L2-019", tmp_path / "L2-019.json")
+    assert record["scale"]["constants"] == {"batch_size": [128, 8]} and "num_groups" in record["scale"]["narrowed"]
+    assert "batch_size   = 8" in record["code"] and "in_channels  = 64" in record["code"]
 
 
 def test_local_task_with_a_huge_output_is_skipped_not_failed(kernelbench, tmp_path):

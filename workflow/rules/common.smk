@@ -290,7 +290,8 @@ def evaluation_args():
     return (
         f"--device {DEVICE} --precision {STUDY.config['precision']} --trials {e['trials']} "
         f"--timing-trials {e['timing_trials']} --warmup {e['warmup']} --timeout {e['timeout_s']} "
-        f"--compile-timeout {e['compile_timeout_s']} --equivalence-margin {e['equivalence_margin']}"
+        f"--compile-timeout {e['compile_timeout_s']} --equivalence-margin {e['equivalence_margin']} "
+        f"--shape-variants {e['shape_variants']}"
     )
 
 

@@ -48,6 +48,9 @@ FLAGS = {f.name: f for f in (
     Flag("patched_torch", INFO, "candidate worker",
          "the candidate replaced torch functions in its own process (the reference runs elsewhere)"),
     Flag("changed_global_settings", INFO, "candidate worker", "the candidate changed torch's global switches"),
+    Flag("reduced_precision_math", INFO, "candidate worker",
+         "the candidate lowered fp32 math modes (TF32 on, float32 matmul precision below 'highest'); "
+         "its outputs are judged as computed with them"),
     Flag("output_not_on_device", INFO, "candidate worker", "an output is not on the evaluation device"),
     Flag("constant_reference", INFO, "reference worker", "the reference's outputs do not vary with its inputs"),
     Flag("degenerate_tolerance", INFO, "reference worker",

@@ -10,6 +10,9 @@
 3. The candidate gets the reference's weights, then the secret seeds, one
    trial at a time; one trial, chosen at random, runs with the extension's
    results perturbed. The parent compares the saved outputs itself.
+   Correct on the task's shape, it is then run on the shape variants
+   (kernelsweep.shapes: the task's size constants rescaled), one call each
+   in the same workers; wrong or failing on one is `wrong_on_variant`.
 4. A correct candidate is timed against the reference: each times its own
    side in its own process, in alternating blocks of calls, on the same
    secret timing inputs (fresh for every call); the candidate is frozen
@@ -33,7 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from kernelsweep import fileio, gpu_slots, metrics
+from kernelsweep import fileio, gpu_slots, metrics, shapes
 from kernelsweep.evaluator import cheats, classify, compare, confine, devices, record, sandbox, settings, source
 from kernelsweep.evaluator.errors import HarnessError
 from kernelsweep.evaluator.sandbox import Worker, child_env
@@ -107,6 +110,7 @@ class Evaluation:
         self.cuda_arch = devices.resolve_cuda_arch(cfg.cuda_arch) if cfg.device == "cuda" else None
         self.confinement = None
         self.seeds = {"init": settings.INIT_SEED, "trials": [], "timing": []}
+        self.variants = shapes.variants(ref_text, cfg.shape_variants)
         self.trial_signals: list[dict[str, Any]] = []
         self.record = record.blank(cfg, self.src)
         self.atol = cfg.atol
@@ -132,7 +136,7 @@ class Evaluation:
             "compile_timeout_s": cfg.compile_timeout_s, "speedup_bound": cfg.speedup_bound,
             "equivalence_margin": cfg.equivalence_margin, "cuda_arch": self.cuda_arch,
             "harness": settings.HARNESS_VERSION, "confinement": self.confinement,
-            "build_sharing": cfg.build_sharing,
+            "build_sharing": cfg.build_sharing, "shape_variants": cfg.shape_variants,
             "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         }
 
@@ -187,7 +191,8 @@ class Evaluation:
             self.record["compiled"] = all(b["ok"] for b in builds)
         self.record["compile_s"] = round(payload.get("compile_s") or 0.0, 3)
 
-    def _candidate_failure(self, outcome: sandbox.Outcome, payload: dict | None) -> dict[str, Any]:
+    def _candidate_failure(self, outcome: sandbox.Outcome, payload: dict | None,
+                           variant: dict[str, Any] | None = None) -> dict[str, Any]:
         """The candidate worker stopped, failed or timed out."""
         if payload is not None and payload.get("status") in ("error", "interface_error"):
             outcome.result = payload
@@ -206,6 +211,9 @@ class Evaluation:
             if problem:  # the GPU, not the candidate: no verdict, the job fails and a rerun retries
                 raise HarnessError(f"the GPU is unusable after this evaluation ({problem}); "
                                    f"the candidate's {failure.category} is not recorded", log=outcome.log)
+        if variant is not None and "report_tampered" not in self.flags:
+            return self._variant_failed(variant, failure.category, failure.type, failure.message,
+                                        failure.error(outcome.log))
         return self._finish(failure.category, failure.error(outcome.log))
 
     # --------------------------------------------------------------- run ---
@@ -231,12 +239,17 @@ class Evaluation:
     def _run_workers(self, work: Path) -> dict[str, Any]:
         cfg = self.cfg
         self.seeds["trials"] = [_secret_seed() for _ in range(cfg.trials + 1)]  # one more: the perturbed call
+        for v in self.variants:
+            v["seed"] = _secret_seed()
+        self.seeds["variants"] = [v["seed"] for v in self.variants]
         late = gpu_slots.late_claim()
         common = {"device": cfg.device, "precision": cfg.precision, "reference": str(self.reference),
                   "shared_dir": str(work / "shared"), "init_seed": settings.INIT_SEED,
                   "memory_limit": self.memory_limit, "await_go": late}
         ref = self._worker("reference", dict(common, private_dir=str(work / "reference"),
-                                             trial_seeds=self.seeds["trials"], atol=cfg.atol, rtol=cfg.rtol),
+                                             trial_seeds=self.seeds["trials"], atol=cfg.atol, rtol=cfg.rtol,
+                                             variants=self.variants,
+                                             variant_bytes=settings.VARIANT_BYTES[cfg.device]),
                            work, confined=False)
         cand = self._worker("candidate", dict(
             common, private_dir=str(work / "candidate"), candidate=str(self.candidate),
@@ -343,14 +356,80 @@ class Evaluation:
         verdict = self._judge(work, manifest, step["trials"], armed)
         if verdict is not None:
             return verdict
+        verdict = self._check_variants(work, cand, manifest)
+        if verdict is not None:
+            return verdict
         return self._time(work, ref, cand, manifest)
 
-    def _candidate_stopped(self, cand: Worker, payload: dict | None) -> dict[str, Any]:
+    # ---------------------------------------------------------- variants ---
+    def _check_variants(self, work: Path, cand: Worker, manifest: dict[str, Any]) -> dict[str, Any] | None:
+        """The candidate, correct on the task's shape, on each shape variant the
+        reference could run: one call each, in the same worker. None when it
+        is correct on all of them (it goes on to timing)."""
+        if not self.variants:
+            return None
+        planned = {v["name"]: v for v in self.variants}
+        ran = {v["name"]: v for v in manifest.get("variants") or []}
+        summary = self.record["variants"] = {
+            "task": shapes.size_constants(self.reference.read_text(encoding="utf-8")),
+            "checked": [], "dropped": [], "failed": None}
+        started = time.monotonic()
+        try:
+            for name, plan in planned.items():
+                case = ran.get(name) or {"dropped": "the reference did not report it"}
+                if case.get("dropped"):
+                    summary["dropped"].append({"name": name, "constants": plan["constants"],
+                                               "reason": case["dropped"]})
+                    continue
+                if case.get("narrowed"):  # the reference could run only its batch rescaled
+                    plan = dict(plan, constants=case["constants"])
+                reply = cand.request("variant", name=name, constants=plan["constants"], seed=plan["seed"])
+                if not reply or reply.get("status") != "ok":
+                    return self._candidate_stopped(cand, reply, variant=plan)
+                self._note_trial_signals(reply, case)
+                files = (work / "candidate" / f"{name}.pt", work / "reference" / f"{name}.pt")
+                try:
+                    ref_saved = compare.load_output(files[1])
+                    try:
+                        got = compare.load_output(files[0])
+                    except Exception as exc:  # noqa: BLE001 - a file the candidate's process wrote
+                        return self._variant_failed(plan, "runtime_error", "UnreadableOutput",
+                                                    f"its output cannot be read: {exc}")
+                    cmp = compare.compare_outputs(ref_saved, got, self.atol, self.cfg.rtol)
+                finally:
+                    for f in files:  # compared once: big outputs never pile up on disk
+                        f.unlink(missing_ok=True)
+                summary["checked"].append({"name": name, "constants": plan["constants"], "ok": cmp["ok"],
+                                           "max_abs_diff": cmp["max_abs_diff"],
+                                           **({"narrowed": case["narrowed"]} if case.get("narrowed") else {})})
+                if not cmp["ok"]:
+                    how = "shape_mismatch" if cmp["kind"] in ("structure", "shape", "dtype") else "wrong_output"
+                    return self._variant_failed(plan, how, "OutputMismatch", cmp["message"])
+        finally:
+            self.stage_s["variants"] = round(time.monotonic() - started, 3)
+        if cheats.cheats_among(self.flags):
+            return self._finish("cheat", self._cheat_error(self._log_path()))
+        return None
+
+    def _variant_failed(self, plan: dict[str, Any], how: str, kind: str, message: str,
+                        error: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Correct on the task's shape, wrong or failing on this variant."""
+        shown = ", ".join(f"{k}={v}" for k, v in plan["constants"].items())
+        self.record["variants"]["failed"] = {"name": plan["name"], "constants": plan["constants"],
+                                             "category": how, "message": message[:1000]}
+        error = dict(error or {"log": self._log_path()}, type=kind, variant=plan["name"], failure=how,
+                     constants=plan["constants"],
+                     message=f"correct on the task's shape, but on variant {plan['name']} ({shown}): "
+                             f"{how}: {message}")
+        return self._finish("wrong_on_variant", error)
+
+    def _candidate_stopped(self, cand: Worker, payload: dict | None,
+                           variant: dict[str, Any] | None = None) -> dict[str, Any]:
         if payload is None or payload.get("status") == "ok":
             cand.abort()
         outcome = cand.wait()
         self._note_outcome(outcome, candidate=True)
-        return self._candidate_failure(outcome, payload)
+        return self._candidate_failure(outcome, payload, variant)
 
     def _judge(self, work: Path, manifest: dict[str, Any], trials: list[dict[str, Any]],
                armed: int) -> dict[str, Any] | None:
@@ -640,6 +719,10 @@ class Evaluation:
             self.flags.append("patched_torch")
         if report.get("settings_changed"):
             self.flags.append("changed_global_settings")
+            self.record["settings_changed"] = sorted(set(self.record.get("settings_changed") or []) |
+                                                     set(report["settings_changed"]))
+        if report.get("reduced_precision"):
+            self.flags.append("reduced_precision_math")
         self.record["patched"] = sorted(set(self.record.get("patched") or []) |
                                         set(report.get("patched_harness", [])) |
                                         set(report.get("patched_torch", [])))[:20]

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelsweep import metrics
+from kernelsweep import metrics, shapes
 from kernelsweep.taskcode import PRECISIONS
 
 HARNESS_VERSION = "kernelsweep-evaluator/2"
@@ -41,6 +41,11 @@ FALLBACK_PEAK_BYTES_PER_S = {"cuda": 10e12, "cpu": 1e12}
 # Timing input sets are generated before timing and cycled; at most this many
 # bytes of them are kept, but never fewer than two sets (fresh inputs per call).
 TIMING_POOL_BYTES = {"cuda": 4 << 30, "cpu": 512 << 20}
+
+# Shape variants (kernelsweep.shapes): a variant whose inputs exceed both the
+# task's own inputs and this many bytes is dropped (a larger shape only where
+# memory allows; both workers hold the task's and the variant's model at once).
+VARIANT_BYTES = {"cuda": 2 << 30, "cpu": 256 << 20}
 
 # Logs: a child's stdout+stderr are kept up to this many bytes (head and tail);
 # the rest is counted and dropped so that a flood cannot fill the disk.
@@ -93,6 +98,9 @@ class EvalSettings:
     cpu_memory_limit_bytes: int | None = None
     # See candidate_build_dir: "content" trusts every candidate not to poison the cache.
     build_sharing: str = "candidate"
+    # Shape variants checked for correctness besides the task's own shape
+    # (kernelsweep.shapes.RULES, the first n; 0 = the task's shape only).
+    shape_variants: int = 2
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:
@@ -108,6 +116,8 @@ class EvalSettings:
         if self.timeout_s <= 0 or self.compile_timeout_s <= 0:
             raise ValueError("timeouts must be positive")
         metrics.check_margin(self.equivalence_margin)
+        if not 0 <= self.shape_variants <= shapes.MAX_VARIANTS:
+            raise ValueError(f"shape_variants must be between 0 and {shapes.MAX_VARIANTS}, not {self.shape_variants}")
         if self.build_sharing not in BUILD_SHARING:
             raise ValueError(f"build_sharing must be one of {', '.join(BUILD_SHARING)}, not {self.build_sharing!r}")
 

@@ -19,6 +19,8 @@ CATEGORY_HINTS: dict[str, str] = {
     "runtime_error": "ModelNew raised an exception while being built or run",
     "shape_mismatch": "an output has the wrong shape, dtype or structure",
     "wrong_output": "the outputs differ from the reference beyond tolerance",
+    "wrong_on_variant": ("correct on the task's input shape, but wrong or failing on other sizes of the same "
+                         "task: do not hard-code sizes, handle any size (tails not a multiple of the block size)"),
     "cheat": "the candidate only passed by a forbidden shortcut (cached or constant outputs, mutated inputs, patched timers)",
     "no_custom_kernel": "the outputs are correct but no custom kernel of yours ran during forward",
     "correct_slower": "correct, but slower than the reference",

@@ -110,7 +110,7 @@ def summary(cells: pd.DataFrame) -> dict[str, Any]:
         "kernel_successes": int(flag(counted, "kernel_success").sum()),
     }
     for name, column in (("compiled", "compiled"), ("correct", "correct"), ("kernel_success", "kernel_success"),
-                         ("plain_pytorch", "plain_pytorch_correct")):
+                         ("plain_pytorch", "plain_pytorch_correct"), ("correct_task_shape", "correct_task_shape")):
         _put(out, name, rate(counted, flag(counted, column)))
     for against in AGAINST:
         base = denominator(cells, against)

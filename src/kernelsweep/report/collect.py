@@ -26,7 +26,8 @@ FAILED_STATUSES = ("no_candidate", "generation_failed")
 ENVIRONMENT_KEYS = ("device_name", "driver", "torch", "cuda", "python")
 
 KEY_COLUMNS = ["model", "method", "task", "level", "sample"]
-OUTCOME_COLUMNS = ["category", "compiled", "correct", "custom_kernel", "kernel_success", "plain_pytorch_correct"]
+OUTCOME_COLUMNS = ["category", "compiled", "correct", "custom_kernel", "kernel_success", "plain_pytorch_correct",
+                   "correct_task_shape"]
 
 
 @dataclass
@@ -64,7 +65,7 @@ def cell_columns(spec: StudySpec) -> list[str]:
 
 
 BOOL_COLUMNS = {"has_result", "compile_baseline", "evaluated", "compiled", "correct", "custom_kernel", "kernel_success",
-                "plain_pytorch_correct"}
+                "plain_pytorch_correct", "correct_task_shape"}
 INT_COLUMNS = {"level", "sample", "turn", "candidate", "best_turn", "best_candidate", "turns_run",
                "candidates_evaluated", "llm_calls", "generator_calls", "role_calls", "prompt_tokens",
                "completion_tokens", "tokens"}
@@ -121,6 +122,9 @@ def outcome(result: Mapping[str, Any] | None) -> dict[str, Any]:
         "kernel_success": (category in verdict.SUCCESS_CATEGORIES and bool(correct) and bool(custom))
         if evaluated else None,
         "plain_pytorch_correct": (category == "no_custom_kernel") if evaluated else None,
+        # what a single-shape evaluation counts as correct: right on the task's own
+        # shape (`correct` also needs every shape variant, docs/taxonomy.md)
+        "correct_task_shape": (category in verdict.CORRECT_ON_TASK_SHAPE) if evaluated else None,
     }
 
 
@@ -209,6 +213,11 @@ class _Collector:
             self.problems.append(Problem(str(path), f"timed with equivalence margin {margin} but the study's is "
                                          f"{self.spec.equivalence_margin}: its faster/tie/slower verdict against "
                                          "eager follows the older margin; rerun it"))
+        variants = provenance.get("shape_variants")
+        if category in verdict.CATEGORIES and variants is not None and variants != self.spec.shape_variants:
+            self.problems.append(Problem(str(path), f"judged on {variants} shape variant(s) but the study names "
+                                         f"{self.spec.shape_variants}: its correctness follows the other count; "
+                                         "rerun it"))
         for key, expected in (("device", self.spec.device), ("precision", self.spec.precision)):
             if record.get(key) not in (None, expected):
                 self.problems.append(Problem(str(path), f"{key} {record.get(key)!r} differs from the study's "
@@ -253,7 +262,7 @@ class _Collector:
             self._check_best(final_path, best, result, candidates)
         elif status in FAILED_STATUSES:
             cell.update({"category": status, "compiled": False, "correct": False, "custom_kernel": False,
-                         "kernel_success": False, "plain_pytorch_correct": False})
+                         "kernel_success": False, "plain_pytorch_correct": False, "correct_task_shape": False})
         device_name = ((result or {}).get("provenance") or {}).get("device_name")
         self.comparator.fill(cell, result, self._baseline_for(task, device_name) if result else None)
 

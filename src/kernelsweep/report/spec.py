@@ -43,6 +43,16 @@ class StudySpec:
     config: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def task_scale(self) -> float:
+        """tasks.scale: the factor on every task's size constants (1: the tasks as written)."""
+        return float((self.config.get("tasks") or {}).get("scale") or 1.0)
+
+    @property
+    def shape_variants(self) -> int:
+        """The shape variants a candidate must be correct on (kernelsweep.shapes); 0 for a manifest older than them."""
+        return int((self.config.get("evaluation") or {}).get("shape_variants", 0))
+
+    @property
     def equivalence_margin(self) -> float:
         """The study's tie margin (kernelsweep.metrics); 0 for a manifest older than it."""
         return float((self.config.get("evaluation") or {}).get("equivalence_margin", 0.0))

@@ -114,6 +114,7 @@ def headline(cells: pd.DataFrame, spec: StudySpec, summaries: Summaries | None =
         key = _row_key(spec, model, method)
         correctness.append(key | {
             "cells": fmt_cells(s), "compiled %": _pct(s, "compiled"),
+            "correct on the task's shape %": _pct(s, "correct_task_shape"),
             "correct % (incl. plain PyTorch)": _pct(s, "correct"),
             "correct custom kernel %": _pct(s, "kernel_success"),
             "correct plain PyTorch": f"{s['plain_pytorch_correct']} ({fmt_pct(s['plain_pytorch_pct'])}%)",
@@ -130,7 +131,11 @@ def headline(cells: pd.DataFrame, spec: StudySpec, summaries: Summaries | None =
         COMMON_NOTE,
         "'correct % (incl. plain PyTorch)' counts every numerically correct result, plain PyTorch included; "
         "'correct custom kernel %' requires a custom kernel that was defined and launched, and the plain-PyTorch "
-        "ones are counted in their own column. Cheats are never correct.",
+        "ones are counted in their own column. Cheats are never correct. "
+        f"Correct means correct on the task's own shape and on {spec.shape_variants} shape variant(s) "
+        "(evaluation.shape_variants: the task's size constants rescaled, docs/taxonomy.md); 'correct on the "
+        "task's shape %' counts what a single-shape evaluation (KernelBench) counts as correct: every numerically "
+        "correct result plus those wrong only on a variant (wrong_on_variant).",
         "fast_p: a correct custom kernel whose speedup interval lies entirely above p (so ties are not faster); "
         "faster / tie / slower count the correct custom kernels by that interval and the study's equivalence "
         "margin. The geometric mean is over correct custom kernels with a timing (n values).",

@@ -107,11 +107,14 @@ def run_evaluate(args) -> int:
         task = read_json(args.task)
         given = {"device": args.device, "precision": args.precision, "trials": args.trials,
                  "timing_trials": args.timing_trials, "warmup": args.warmup, "timeout_s": args.timeout,
-                 "compile_timeout_s": args.compile_timeout, "equivalence_margin": args.equivalence_margin}
+                 "compile_timeout_s": args.compile_timeout, "equivalence_margin": args.equivalence_margin,
+                 "shape_variants": args.shape_variants}
         record = evaluate(Path(args.reference), candidate, build_dir=Path(args.build_dir),
                           log_dir=Path(args.out).parent, task_sha256=task["sha256"],
                           **{k: v for k, v in given.items() if v is not None})
         record.setdefault("provenance", {})["generation"] = generation_provenance(response, candidate)
+        # tasks.scale: the task's size constants as evaluated (the task file's `scale`; null: as written)
+        record["provenance"]["task_scale"] = task.get("scale")
     record["cell"] = cell_of(candidate)
     # When and where it ran: shows which evaluations shared a device, and when.
     record["run"] = {"started": started, "finished": time.time(), "host": socket.gethostname(),
@@ -168,6 +171,7 @@ class EvaluateCandidate:
         ev.add_argument("--warmup", type=int)
         ev.add_argument("--compile-timeout", type=float)
         ev.add_argument("--equivalence-margin", type=float)
+        ev.add_argument("--shape-variants", type=int)
         _common(ev)
 
     main = staticmethod(_harness_guard(run_evaluate))

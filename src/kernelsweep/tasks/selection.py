@@ -14,6 +14,8 @@
                                      # or a string of ids and inclusive ranges "1-5,8"
       names: null                    # optional regex, searched in the problem name
                                      # (e.g. "Conv|GELU"; names look like 19_ReLU)
+      scale: 1.0                     # every task's size constants times this (0 < scale <= 4;
+                                     # kernelsweep.shapes.scaled), before profile, baseline, evaluate
 
 Relative paths resolve against the repository root; `$VARS` and `~` expand.
 """
@@ -33,7 +35,8 @@ from kernelsweep.tasks.ids import ALL, parse_ids
 from kernelsweep.tasks.local import LocalSource
 
 SOURCES = ("demo", "hub", "local")
-KEYS = {"source", "path", "repo", "revision", "cache_dir", "levels", "ids", "names"}
+KEYS = {"source", "path", "repo", "revision", "cache_dir", "levels", "ids", "names", "scale"}
+MAX_SCALE = 4.0
 HUB_ONLY = ("repo", "revision", "cache_dir")
 
 
@@ -47,6 +50,7 @@ class Selection:
     repo: str = DEFAULT_REPO
     revision: str | None = None
     cache_dir: Path | None = None
+    scale: float = 1.0  # the tasks' size constants times this (kernelsweep.shapes.scaled)
 
     def make_source(self) -> DemoSource | HubSource | LocalSource:
         if self.source == "demo":
@@ -92,10 +96,15 @@ def parse_selection(config: Mapping[str, Any] | None, repo_root: str | os.PathLi
     revision = config.get("revision")
     if revision is not None and not isinstance(revision, str):
         raise TaskConfigError(f"tasks.revision must be a branch, tag or commit string, got {revision!r}")
+    scale = config.get("scale", 1.0)
+    if scale is None:
+        scale = 1.0
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale <= MAX_SCALE:
+        raise TaskConfigError(f"tasks.scale must be a number in (0, {MAX_SCALE:g}], got {scale!r}")
     return Selection(
         source=source, levels=levels, ids=ids if ids == ALL else tuple(ids), names=names,
         path=path, repo=repo, revision=revision,
-        cache_dir=_resolve_path(config.get("cache_dir"), repo_root),
+        cache_dir=_resolve_path(config.get("cache_dir"), repo_root), scale=float(scale),
     )
 
 

@@ -12,7 +12,7 @@ import torch
 from kernelsweep import taskcode
 from kernelsweep.evaluator.workers import clock as timing
 from kernelsweep.evaluator.workers import frame
-from kernelsweep.evaluator.workers import machine, seeding, trees
+from kernelsweep.evaluator.workers import machine, mathmodes, seeding, trees
 
 COMPILE_MODES = {
     "inductor-default": None,
@@ -29,6 +29,7 @@ def body(ctx: frame.WorkerContext) -> dict[str, Any]:
     device = machine.resolve_device(cfg["device"])
     info = machine.device_info(device)
     clock = timing.Clock(device, info.get("llc_bytes") or info.get("l2_bytes"))
+    mathmodes.use_strict()  # as the reference worker: fp32 without TF32
     ctx.phase("load")
     ref = taskcode.load_module(cfg["reference"], "kernelsweep_reference", register=True)
     init = seeding.make_init_inputs(ref, seeds["init"])

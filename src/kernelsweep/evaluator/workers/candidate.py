@@ -13,6 +13,9 @@ builds). Commands:
   signals (inputs mutated or aliased, an output reused, changed after
   return, not a plain dense tensor); one call, chosen by the parent, runs
   with the extension's results perturbed;
+- variant: one call on a shape variant (kernelsweep.shapes): the reference
+  module executed with the variant's size constants, ModelNew built from the
+  variant's init inputs and weights; the task-shape model stays the timed one;
 - warmup / block / save: warm-up calls, timed blocks (inputs made from the
   block's secret seeds first, each output cloned right after its end event;
   the parent picks which to check only after the block), and the chosen
@@ -102,6 +105,7 @@ def setup(ctx: frame.WorkerContext) -> State:
     s.perturber = Perturber()
     ctx.hooks = BuildHooks(cfg["build_root"], ctx.channel, cfg.get("cuda_arch"), s.perturber).install()
     s.guard = guard.Guard()
+    mathmodes.use_strict()  # as the reference: what the candidate lowers from here is its own
     s.settings_before = mathmodes.GlobalSettings.capture()
     ctx.candidate_file = cfg["candidate"]
     ctx.phase("import")
@@ -113,13 +117,20 @@ def setup(ctx: frame.WorkerContext) -> State:
     s.ref = taskcode.load_module(cfg["reference"], "kernelsweep_reference_inputs", register=False)
     s.ready = {"imported": True, **ctx.extras()}
     s.alive: list[list[torch.Tensor]] = []
+    s.reduced: set[str] = set()
     s.kept: list[Any] = []
     return s
 
 
 def construct(ctx: frame.WorkerContext, s: State) -> dict[str, Any]:
-    init = trees.load(s.shared / "init.pt")
-    state = trees.load(s.shared / "state.pt")
+    s.model, copied = _build(ctx, s, "init.pt", "state.pt")
+    return {"state_copied": copied}
+
+
+def _build(ctx: frame.WorkerContext, s: State, init_file: str, state_file: str) -> tuple[Any, int]:
+    """ModelNew from the reference's init inputs and weights (shared files)."""
+    init = trees.load(s.shared / init_file)
+    state = trees.load(s.shared / state_file)
     check_call(s.model_cls, init, "ModelNew(...)")
     seeding.set_seed(ctx.config["init_seed"])
     model = s.model_cls(*init)
@@ -130,11 +141,12 @@ def construct(ctx: frame.WorkerContext, s: State) -> dict[str, Any]:
     model = model.to(s.device)
     if s.precision != "fp32":
         model = model.to(seeding.DTYPES[s.precision])
-    s.model = model
-    return {"state_copied": len(matched)}
+    return model, len(matched)
 
 
-def _call_checked(s: State, inputs: list, seed: int, armed: bool) -> tuple[Any, dict[str, Any]]:
+def _call_checked(s: State, inputs: list, seed: int, armed: bool,
+                  model: Any = None) -> tuple[Any, dict[str, Any]]:
+    model = s.model if model is None else model
     pristine = trees.clone_tree(inputs)
     threads = _thread_count()
     seeding.set_seed(seed)
@@ -142,9 +154,11 @@ def _call_checked(s: State, inputs: list, seed: int, armed: bool) -> tuple[Any, 
     returned = s.perturber.returned
     s.perturber.armed = armed
     try:
-        out = s.model(*inputs)
+        out = model(*inputs)
     finally:
         s.perturber.armed = False
+    # The modes in force when the call returned (set in forward and left on, or set earlier).
+    s.reduced.update(mathmodes.reduced_precision(mathmodes.GlobalSettings.capture()))
     structure, leaves = trees.flatten_output(out)
     at_return = [x.clone() if isinstance(x, torch.Tensor) else x for x in leaves]
     _settle(s.device, threads)
@@ -182,6 +196,24 @@ def trials(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]]) -> d
             trees.save(saved, s.private / f"{case['name']}.pt")
             results.append(dict(signals, name=case["name"], file=f"{case['name']}.pt"))
     return {"trials": results}
+
+
+def variant(ctx: frame.WorkerContext, s: State, name: str, constants: dict[str, int],
+            seed: int) -> dict[str, Any]:
+    """One shape variant: the reference module executed with these size
+    constants (for its get_inputs), ModelNew built from the variant's init
+    inputs and weights, one call on the variant's seed, its output saved.
+    The task-shape model (the one timed) is kept as it was."""
+    module = taskcode.load_module(ctx.config["reference"], f"kernelsweep_reference_inputs_{name}",
+                                  register=False, constants=constants)
+    model, _ = _build(ctx, s, f"{name}_init.pt", f"{name}_state.pt")
+    with torch.no_grad():
+        inputs = seeding.make_inputs(module, seed, s.precision, s.device)
+        saved, signals = _call_checked(s, inputs, seed, False, model=model)
+    trees.save(saved, s.private / f"{name}.pt")
+    del model, inputs
+    s.alive.pop()  # its output is gone with it
+    return dict(signals, name=name, file=f"{name}.pt")
 
 
 def warmup(ctx: frame.WorkerContext, s: State, seeds: list[int]) -> dict[str, Any]:
@@ -253,10 +285,12 @@ def report(ctx: frame.WorkerContext, s: State, observe: bool) -> dict[str, Any]:
         "patched_harness": s.guard.patched_harness(),
         "patched_torch": s.guard.patched_torch(),
         "settings_changed": s.settings_before.differences(mathmodes.GlobalSettings.capture()),
+        "reduced_precision": sorted(set(s.reduced) | set(mathmodes.reduced_precision(
+            mathmodes.GlobalSettings.capture()))),
         **ctx.extras(),
     }
 
 
 if __name__ == "__main__":
-    frame.serve(setup, {"construct": construct, "trials": trials, "warmup": warmup, "block": block,
+    frame.serve(setup, {"construct": construct, "trials": trials, "variant": variant, "warmup": warmup, "block": block,
                         "save": save, "report": report})

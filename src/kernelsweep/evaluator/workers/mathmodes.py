@@ -57,3 +57,21 @@ class GlobalSettings:
             v["cuda.matmul.allow_fp16_reduced_precision_reduction"]
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = \
             v["cuda.matmul.allow_bf16_reduced_precision_reduction"]
+
+
+# The harness's math modes for fp32, set in both workers before any task or
+# candidate code runs: full fp32 matmuls and convolutions (TF32 off). The
+# reference is computed this way; a candidate that lowers them is computed
+# (and judged) the way it set them, and flagged (reduced_precision_math).
+STRICT = {"float32_matmul_precision": "highest", "cuda.matmul.allow_tf32": False, "cudnn.allow_tf32": False}
+
+
+def use_strict() -> None:
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+
+def reduced_precision(settings: GlobalSettings) -> list[str]:
+    """The strict fp32 modes these settings lower (TF32 on, matmul precision below 'highest')."""
+    return sorted(k for k, v in STRICT.items() if settings.values.get(k) != v)

@@ -7,6 +7,12 @@ Setup: the device, the reference module, Model under the public init seed
 candidate), then the correctness trials on the evaluation's secret seeds,
 their outputs saved privately; whether those outputs are constant, near
 zero, or so small that zeros would pass the tolerance (degenerate).
+Then the shape variants (kernelsweep.shapes): the module executed again with
+its size constants replaced, Model built from that variant's init inputs
+under the same seed (init inputs and weights to the shared directory), one
+call on the variant's secret seed, its output saved privately; a variant the
+reference cannot run (an exception, out of memory, inputs beyond the budget)
+is dropped with the reason. fp32 runs with TF32 off (mathmodes.use_strict).
 Commands: `warmup`, `block` (time the reference on the inputs of the
 block's seeds, made on the device first), `outputs` (save the reference's
 outputs for given seeds, sampled as the candidate's are, to verify the
@@ -19,9 +25,9 @@ from typing import Any
 
 import torch
 
-from kernelsweep import taskcode
+from kernelsweep import shapes, taskcode
 from kernelsweep.evaluator import compare
-from kernelsweep.evaluator.workers import frame, machine, seeding, trees
+from kernelsweep.evaluator.workers import frame, machine, mathmodes, seeding, trees
 from kernelsweep.evaluator.workers.clock import Clock
 
 # Rescaled probe: far from the trial inputs' scale, same positions.
@@ -47,6 +53,7 @@ def setup(ctx: frame.WorkerContext) -> State:
     s.device = machine.resolve_device(cfg["device"])
     info = machine.device_info(s.device)
     s.clock = Clock(s.device, info.get("llc_bytes") or info.get("l2_bytes"))
+    mathmodes.use_strict()
     ctx.phase("load")
     s.ref = taskcode.load_module(cfg["reference"], "kernelsweep_reference", register=True)
     for name in ("Model", "get_inputs"):
@@ -99,11 +106,66 @@ def setup(ctx: frame.WorkerContext) -> State:
                                    inputs=f"probe_{kind}_in.pt"))
     for case in trials + probes:
         case.pop("_saved")
-    s.ready = {"trials": trials, "probes": probes, "constant": constant, "near_zero": near_zero,
-               "degenerate": degenerate, "device_info": info,
-               "input_bytes": trees.tree_nbytes(seeding.make_inputs(s.ref, trials[0]["seed"], s.precision,
-                                                                     s.device))}
+    input_bytes = trees.tree_nbytes(seeding.make_inputs(s.ref, trials[0]["seed"], s.precision, s.device))
+    ctx.phase("variants")
+    variants = [run_variant(s, cfg, v, input_bytes) for v in cfg.get("variants") or []]
+    s.ready = {"trials": trials, "probes": probes, "variants": variants, "constant": constant, "near_zero": near_zero,
+               "degenerate": degenerate, "device_info": info, "input_bytes": input_bytes}
     return s
+
+
+def run_variant(s: State, cfg: dict[str, Any], variant: dict[str, Any], task_bytes: int) -> dict[str, Any]:
+    """One shape variant on the reference: {name, file, seed, constants, ...} or
+    {name, dropped: reason}. When the reference cannot run every size
+    rescaled (a channel count no longer divisible by its groups, a width
+    by its heads), the variant is tried once more with only its batch-like
+    constants rescaled (shapes.batch_only); `narrowed` then says why."""
+    result = _try_variant(s, cfg, variant["name"], variant["constants"], variant["seed"], task_bytes)
+    batch = shapes.batch_only(variant["constants"])
+    if result.get("dropped") and batch and batch != variant["constants"]:
+        again = _try_variant(s, cfg, variant["name"], batch, variant["seed"], task_bytes)
+        if not again.get("dropped"):
+            return dict(again, narrowed=result["dropped"])
+    return result
+
+
+def _try_variant(s: State, cfg: dict[str, Any], name: str, constants: dict[str, int], seed: int,
+                 task_bytes: int) -> dict[str, Any]:
+    shared = Path(cfg["shared_dir"])
+    model = inputs = out = None
+    try:
+        module = taskcode.load_module(cfg["reference"], f"kernelsweep_reference_{name}", register=True,
+                                      constants=constants)
+        init = seeding.make_init_inputs(module, cfg["init_seed"])
+        seeding.set_seed(cfg["init_seed"])
+        model = module.Model(*init)
+        state = {k: v.detach().to("cpu").clone() for k, v in model.state_dict().items()}
+        model = model.to(s.device)
+        if s.precision != "fp32":
+            model = model.to(seeding.DTYPES[s.precision])
+        with torch.no_grad():
+            inputs = seeding.make_inputs(module, seed, s.precision, s.device)
+            size = trees.tree_nbytes(inputs)
+            if size > max(task_bytes, cfg.get("variant_bytes") or 0):
+                return {"name": name, "dropped": f"its inputs ({size} bytes) exceed the variant budget "
+                                                 f"({cfg.get('variant_bytes')} bytes)"}
+            pristine = trees.clone_tree(inputs)
+            seeding.set_seed(seed)
+            out = model(*inputs)
+            machine.synchronize(s.device)
+            _, leaves = trees.flatten_output(out)
+            trees.save(saved_output(out), s.private / f"{name}.pt")
+            signals = {"mutates_inputs": not trees.same_values(inputs, pristine),
+                       "aliases_inputs": trees.aliases(leaves, inputs)}
+        trees.save(init, shared / f"{name}_init.pt")
+        trees.save(state, shared / f"{name}_state.pt")
+        return {"name": name, "file": f"{name}.pt", "seed": seed, "constants": constants, **signals}
+    except (Exception, MemoryError) as exc:  # noqa: BLE001 - the reference cannot run this shape
+        return {"name": name, "dropped": f"the reference fails: {type(exc).__name__}: {str(exc)[:300]}"}
+    finally:
+        del model, inputs, out
+        if s.device.type == "cuda":
+            torch.cuda.empty_cache()
 
 
 def _inputs(s: State, seed: int) -> list:
