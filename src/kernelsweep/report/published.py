@@ -205,7 +205,6 @@ def reasons(published: Published, cell: Mapping[str, Any], margin: float) -> lis
                 f"no result here ({cell.get('status')})"]
     category = cell.get("category")
     compiled, correct = _true(cell.get("compiled")), _true(cell.get("correct"))
-    pct = f"{100 * margin:g} %"
     out = []
     if published.correct and not correct:
         out.append(f"published correct, here {category}")
