@@ -205,6 +205,7 @@ def reasons(published: Published, cell: Mapping[str, Any], margin: float) -> lis
                 f"no result here ({cell.get('status')})"]
     category = cell.get("category")
     compiled, correct = _true(cell.get("compiled")), _true(cell.get("correct"))
+    pct = f"{100 * margin:g} %"
     out = []
     if published.correct and not correct:
         out.append(f"published correct, here {category}")
@@ -338,7 +339,6 @@ def tables(collection: Collection, published: PublishedSet | None) -> list[Table
                                                                                   int(r["sample"]))]),
                         "here (best turn)": _here_text(r),
                         "why they differ": "; ".join(why)})
-    pct = f"{100 * margin:g} %"
     note = " ".join([
         "The study's own verdicts, as recorded with its responses (the replay records' "
         f"'{VERDICT_KEY}', for the record it submitted per cell), beside this evaluator's verdict of the cell's "
