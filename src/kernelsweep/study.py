@@ -195,7 +195,12 @@ def load_study(config: Mapping[str, Any], repo_root: Path | str = REPO_ROOT) -> 
     """Validate the config and plan the task ids (no network)."""
     from kernelsweep.tasks import plan_task_ids
 
+    from kernelsweep.models import replay
+
     resolved = validate_config(config)
+    for spec in resolved["models"].values():  # jobs may run in another folder: the path they read, absolute
+        if spec.get("backend") == "replay" and spec.get("path"):
+            spec["path"] = str(replay.resolve_path(spec["path"], repo_root))
     task_ids = tuple(plan_task_ids(resolved["tasks"], Path(repo_root)))
     if not task_ids:
         raise ConfigError("config key 'tasks': the selection matches no task")

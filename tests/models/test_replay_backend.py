@@ -71,3 +71,18 @@ def test_records_with_candidates_and_bad_lines(tmp_path):
         call(replay(bad), task="L0-001")
     with pytest.raises(ModelSetupError, match="replay path not found"):
         replay(tmp_path / "absent.jsonl")
+
+
+def test_a_relative_path_is_found_from_another_folder(tmp_path, monkeypatch):
+    """The demo config names its recordings relative to the repository; a run in
+    another folder (snakemake -s, a SLURM job) gets that path made absolute."""
+    from kernelsweep.study import REPO_ROOT, load_study
+
+    config = {"device": "cpu", "tasks": {"source": "demo"}, "methods": {"zero_shot": {"strategy": "zero_shot"}},
+              "models": {"rec": {"backend": "replay", "path": "src/kernelsweep/demo_tasks/recorded"}}}
+    monkeypatch.chdir(tmp_path)
+    path = load_study(config, REPO_ROOT).config["models"]["rec"]["path"]
+    assert path == str(REPO_ROOT / "src" / "kernelsweep" / "demo_tasks" / "recorded")
+    (tmp_path / "mine").mkdir()  # one in the working folder is taken from there
+    config["models"]["rec"]["path"] = "mine"
+    assert load_study(config, REPO_ROOT).config["models"]["rec"]["path"] == str(tmp_path / "mine")

@@ -28,6 +28,17 @@ def _record_key(task: Any, sample: Any, turn: Any, cand: Any, role: Any) -> _Rec
     return (str(task), int(sample), int(turn), int(cand), str(role))
 
 
+def resolve_path(path: str, repo_root: str | os.PathLike) -> Path:
+    """Where a replay `path` points: $VARS and ~ expanded (as tasks.path); a
+    relative one is taken from the working directory when it is there, else
+    from the repository root, as tasks.path is (so a run in another folder,
+    `snakemake -s .../Snakefile`, a SLURM job, finds the shipped recordings)."""
+    p = Path(os.path.expandvars(path)).expanduser()
+    if p.is_absolute() or p.exists():
+        return p.resolve()
+    return (Path(repo_root) / p).resolve()
+
+
 class ReplayBackend(Backend):
     kind = "replay"
 
