@@ -32,11 +32,13 @@ def resolve_path(path: str, repo_root: str | os.PathLike) -> Path:
     """Where a replay `path` points: $VARS and ~ expanded (as tasks.path); a
     relative one is taken from the working directory when it is there, else
     from the repository root, as tasks.path is (so a run in another folder,
-    `snakemake -s .../Snakefile`, a SLURM job, finds the shipped recordings)."""
+    `snakemake -s .../Snakefile`, a SLURM job, finds the shipped recordings).
+    Found in neither: the path as written, for the error that names it."""
     p = Path(os.path.expandvars(path)).expanduser()
     if p.is_absolute() or p.exists():
         return p.resolve()
-    return (Path(repo_root) / p).resolve()
+    in_repo = Path(repo_root) / p
+    return in_repo.resolve() if in_repo.exists() else p
 
 
 class ReplayBackend(Backend):
