@@ -69,15 +69,16 @@ class PublishedSet:
 
 
 def _resolve(path: str, base: Path | None) -> Path:
-    p = Path(os.path.expanduser(os.path.expandvars(path)))
-    if p.is_absolute():
-        return p
+    """As the replay backend finds it (models.replay.resolve_path), the study's
+    folder `base` tried first."""
+    from kernelsweep.models.replay import resolve_path
     from kernelsweep.study import REPO_ROOT
 
-    for root in filter(None, (base, Path.cwd(), REPO_ROOT)):
-        if (root / p).exists():
-            return root / p
-    return (base or Path.cwd()) / p
+    p = Path(os.path.expanduser(os.path.expandvars(path)))
+    if base and not p.is_absolute() and (base / p).exists():
+        return base / p
+    found = resolve_path(path, REPO_ROOT)
+    return found if found.is_absolute() else (base or Path.cwd()) / p
 
 
 def replay_file(model: Mapping[str, Any], method: str, base: Path | None = None) -> Path | None:
