@@ -34,6 +34,24 @@ torch::Tensor axpy_relu(torch::Tensor x, torch::Tensor y, double a) {
     axpy_relu_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), out.data_ptr<float>(), (float)a, n);
     return out;
 }
+// The same with 16-byte loads and stores (n a multiple of 4): what the memory system can do,
+// so the harness's figure is judged against a kernel that can reach the bandwidth.
+__global__ void axpy_relu_vec4_kernel(const float4* x, const float4* y, float4* out, float a, long n4) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n4; i += (long)gridDim.x * blockDim.x) {
+        float4 p = x[i], q = y[i], r;
+        r.x = fmaxf(a * p.x + q.x, 0.f); r.y = fmaxf(a * p.y + q.y, 0.f);
+        r.z = fmaxf(a * p.z + q.z, 0.f); r.w = fmaxf(a * p.w + q.w, 0.f);
+        out[i] = r;
+    }
+}
+torch::Tensor axpy_relu_vec4(torch::Tensor x, torch::Tensor y, double a) {
+    auto out = torch::empty_like(x);
+    long n4 = x.numel() / 4;
+    int blocks = (int)std::min<long>((n4 + 255) / 256, 132L * 16);
+    axpy_relu_vec4_kernel<<<blocks, 256>>>((const float4*)x.data_ptr<float>(), (const float4*)y.data_ptr<float>(),
+                                           (float4*)out.data_ptr<float>(), (float)a, n4);
+    return out;
+}
 """
 
 
@@ -80,21 +98,25 @@ def main() -> int:
     clock = Clock(device, getattr(props, "L2_cache_size", None))
     n = 1 << 24
     x, y = torch.randn(n, device=device), torch.randn(n, device=device)
-    ext = load_inline("ks_axpy_relu", cpp_sources="torch::Tensor axpy_relu(torch::Tensor x, torch::Tensor y, double a);",
-                      cuda_sources=AXPY, functions=["axpy_relu"], verbose=False)
-    assert torch.allclose(ext.axpy_relu(x, y, 2.0), torch.relu(2.0 * x + y))
+    ext = load_inline("ks_axpy_relu", cpp_sources="torch::Tensor axpy_relu(torch::Tensor x, torch::Tensor y, double a);\n"
+                      "torch::Tensor axpy_relu_vec4(torch::Tensor x, torch::Tensor y, double a);",
+                      cuda_sources=AXPY, functions=["axpy_relu", "axpy_relu_vec4"], verbose=False)
+    for fn in (ext.axpy_relu, ext.axpy_relu_vec4):
+        assert torch.allclose(fn(x, y, 2.0), torch.relu(2.0 * x + y))
     bw = copy_bandwidth(n * 4)
     floor_us = 3 * n * 4 / bw * 1e6
     rows = []
     for label, fn, fargs in (("empty forward", Empty(x), [x]),
-                             ("axpy+relu kernel", lambda a, b: ext.axpy_relu(a, b, 2.0), [x, y])):
+                             ("axpy+relu kernel", lambda a, b: ext.axpy_relu(a, b, 2.0), [x, y]),
+                             ("axpy+relu float4", lambda a, b: ext.axpy_relu_vec4(a, b, 2.0), [x, y])):
         rows.append((label, median_us(clock, fn, fargs, args.calls, False),
                      median_us(clock, fn, fargs, args.calls, True)))
     print(f"device {props.name}; copy bandwidth {bw / 1e12:.2f} TB/s; axpy+relu bandwidth floor {floor_us:.1f} us")
     print(f"{'call':20s} {'events (us)':>12s} {'full sync (us)':>15s}")
     for label, ev, sync in rows:
         print(f"{label:20s} {ev:12.1f} {sync:15.1f}")
-    print(f"axpy+relu: {rows[1][1] / floor_us:.2f}x the bandwidth floor (goal <= 1.15)")
+    for label, ev, _ in rows[1:]:
+        print(f"{label}: {ev / floor_us:.2f}x the bandwidth floor (goal <= 1.15)")
     return 0
 
 

@@ -6,6 +6,7 @@
 # this package's dependencies. Results go to $OUT (default ./gpu-out):
 #   env.log, suite.xml (JUnit), suite.log, throughput.json, throughput.log, baseline.json, logs.tar.gz
 #   floor.log, adversarial.log
+# BENCH_TASKS: the replay tasks the bench takes, e.g. L2-001,L3-004 (default: the first BENCH_REPLAY).
 # SUITE_ONLY: a pytest -k expression over the suite's case ids, e.g. "hung_kernel or healthy_after_hang".
 # Usage: scripts/gpu_eval_suite.sh [suite] [bench] [baseline] [floor] [adversarial]
 #   (default: suite bench baseline floor). bench compares with KernelBench's
@@ -42,7 +43,7 @@ for part in $parts; do
           2>&1 | tee "$OUT/suite.log" || status=1 ;;
     bench)
       timeout "${BENCH_LIMIT:-300}" $PY benchmarks/eval_throughput.py --device cuda --workers "${WORKERS:-8}" \
-          --modes "${BENCH_MODES:-pool,late,kernelbench}" --pairs-from-replay zero_shot --limit "${BENCH_REPLAY:-9}" \
+          --modes "${BENCH_MODES:-pool,late,kernelbench}" --pairs-from-replay zero_shot --limit "${BENCH_REPLAY:-9}" ${BENCH_TASKS:+--replay-tasks "$BENCH_TASKS"} \
           --candidates ${BENCH_CANDIDATES:-$BENCH/bench_add_block128.py $BENCH/bench_add_float4.py} \
           --work "$WORK" --out "$OUT/throughput.json" 2>&1 | tee "$OUT/throughput.log" || status=1
       tar czf "$OUT/bench-logs.tar.gz" -C "$WORK" --wildcards 'ks-bench-*/logs' 2>/dev/null ;;
