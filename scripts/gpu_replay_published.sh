@@ -5,7 +5,8 @@
 #
 #   RUN_S=540 scripts/gpu_replay_published.sh     # run for at most RUN_S seconds, then stop cleanly
 #
-# Call it again (on the same warm machine) until it prints "done": each call
+# Call it again until it prints "done" (on the same warm machine, or on a fresh one
+# with RESUME=<the results.tgz the last call brought back> and that file carried): each call
 # unlocks, reruns unfinished jobs (--rerun-incomplete) and keeps every finished
 # cell (results in $WORK, outside the repository). Every call appends its wall
 # time to $WORK/wall.log; the sum is the run's wall time. DRY=1 only plans
@@ -30,12 +31,16 @@ if [ "${DRY:-0}" = 1 ]; then
   exit "${PIPESTATUS[0]}"
 fi
 
+# A fresh machine: resume from the results an earlier call brought back (RESUME=results.tgz).
+if [ -n "${RESUME:-}" ] && [ ! -d "$RESULTS" ]; then
+  tar xzf "$RESUME" -C "$WORK" || exit 1
+fi
 GPUS=$(python3 -c "import torch; print(torch.cuda.device_count())")
 nvidia-smi -L
 python3 -m snakemake --unlock "${ARGS[@]}" > /dev/null 2>&1
 start=$(date +%s)
 # SIGINT at the deadline: Snakemake stops its jobs and exits; the next call redoes them.
-timeout -s INT -k 30 "${RUN_S:-540}" python3 -m snakemake --cores "$(nproc)" --resources gpu="$GPUS" \
+timeout -s INT -k 30 "${RUN_S:-540}" python3 -m snakemake --cores "$(nproc)" --resources gpu=$((2 * GPUS)) \
   --keep-going --rerun-incomplete "${ARGS[@]}" > "$WORK/snakemake.log" 2>&1
 rc=$?
 echo "$start $(date +%s) rc=$rc" >> "$WORK/wall.log"
@@ -45,11 +50,12 @@ wall=$(awk '{s += $2 - $1} END {print s}' "$WORK/wall.log")
 echo "evaluations $(count eval.json)/150, finals $(count final.json)/90, profiles" \
      "$(ls "$RESULTS"/profile/cuda 2>/dev/null | wc -l)/30, baselines $(ls "$RESULTS"/baseline/cuda 2>/dev/null | wc -l)/30;" \
      "wall so far ${wall} s over $(wc -l < "$WORK/wall.log") calls; this call rc=$rc" | tee "$OUT/progress.txt"
+# Every call brings its results back (no build cache): a later call on a fresh machine resumes from them.
+tar czf "$OUT/results.tgz" -C "$WORK" --exclude=results/build --exclude=results/.gpu-slots \
+  --exclude=results/report/figures results wall.log 2>/dev/null
 if [ -f "$RESULTS/report/REPORT.md" ] && python3 -m snakemake -n "${ARGS[@]}" 2>&1 | grep -q "Nothing to be done"; then
   echo "done" | tee -a "$OUT/progress.txt"
   cp "$RESULTS/report/REPORT.md" "$OUT/"
   mkdir -p "$OUT/tables" && cp "$RESULTS"/report/tables/*.md "$RESULTS"/report/tables/*.csv "$OUT/tables/" 2>/dev/null
-  tar czf "$OUT/results.tgz" -C "$WORK" --exclude=results/build --exclude=results/.gpu-slots \
-    --exclude=results/report/figures results wall.log 2>/dev/null
 fi
 ls -la "$OUT"
