@@ -51,7 +51,8 @@ def test_category(run_eval, cpu_library, reference, candidate, expected):
         assert r["trials_passed"] == 3 and r["max_abs_diff"] is not None
         assert r["runtime_ms"]["n"] == 10 and len(r["ref_runtime_ms"]["samples"]) == 10
         assert r["speedup_ci"][0] <= r["speedup"] <= r["speedup_ci"][1]
-        assert r["faster"] == (r["timing_verdict"] == "faster")
+        # Timings too spread for a verdict (other load on the machine) leave "faster" open.
+        assert r["faster"] == (None if r["timing_verdict"] == "unstable" else r["timing_verdict"] == "faster")
         assert r["error"] is None
     else:
         assert r["error"] and r["error"]["message"]

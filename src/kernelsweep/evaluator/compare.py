@@ -1,7 +1,8 @@
 """Output comparison: structure, shape, dtype, non-finite values and the
-per-precision tolerance. Runs in the parent on files the workers wrote (and in
-the reference worker to see whether the reference is constant), so a candidate
-patching torch.allclose in its own process changes nothing here.
+per-precision tolerance. Runs in the reference worker (workers/reference.py:
+`judge`), on the device, on the outputs the reference kept and the files the
+candidate's worker wrote; no candidate code ever runs in that process, so a
+candidate patching torch.allclose in its own process changes nothing here.
 
 An element passes when |candidate - reference| <= atol + rtol * |reference|
 (torch.allclose's rule). Non-finite values must sit at the same positions with
@@ -35,6 +36,7 @@ def _compare_tensor(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float) 
                 "message": f"shape {tuple(c.shape)} where the reference has {tuple(r.shape)}"}
     if r.dtype != c.dtype:
         return {"ok": False, "kind": "dtype", "message": f"dtype {c.dtype} where the reference has {r.dtype}"}
+    c = c.to(r.device)  # compared where the reference's output is
     if r.numel() == 0 or torch.equal(r, c):  # bitwise equal: no NaN anywhere, infinities in place
         return {"ok": True, "max_abs": 0.0, "max_rel": 0.0}
     r_flat, c_flat = r.reshape(-1), c.reshape(-1)
@@ -148,10 +150,10 @@ def max_magnitude(output: dict[str, Any]) -> float:
     return best
 
 
-def load_output(path: Any) -> dict[str, Any]:
+def load_output(path: Any, map_location: Any = "cpu") -> dict[str, Any]:
     """An output file written by a worker. weights_only: a file the candidate's
     process could have replaced must not be able to run code here."""
-    obj = torch.load(str(path), map_location="cpu", weights_only=True)
+    obj = torch.load(str(path), map_location=map_location, weights_only=True)
     if not isinstance(obj, dict) or not isinstance(obj.get("structure"), str) or not isinstance(obj.get("leaves"), list):
         raise ValueError(f"{path} is not an output record")
     return obj

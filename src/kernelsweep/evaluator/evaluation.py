@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from kernelsweep import fileio, gpu_slots, metrics, shapes
-from kernelsweep.evaluator import cheats, classify, compare, confine, devices, record, sandbox, settings, source
+from kernelsweep.evaluator import cheats, classify, confine, devices, record, sandbox, settings, source
 from kernelsweep.evaluator.errors import HarnessError
 from kernelsweep.evaluator.sandbox import Worker, child_env
 
@@ -247,7 +247,7 @@ class Evaluation:
                   "shared_dir": str(work / "shared"), "init_seed": settings.INIT_SEED,
                   "memory_limit": self.memory_limit, "await_go": late}
         ref = self._worker("reference", dict(common, private_dir=str(work / "reference"),
-                                             trial_seeds=self.seeds["trials"], atol=cfg.atol, rtol=cfg.rtol,
+                                             candidate_dir=str(work / "candidate"), trial_seeds=self.seeds["trials"], atol=cfg.atol, rtol=cfg.rtol,
                                              variants=self.variants,
                                              variant_bytes=settings.VARIANT_BYTES[cfg.device]),
                            work, confined=False)
@@ -324,7 +324,6 @@ class Evaluation:
                                f"(set TMPDIR to a larger disk, or fewer trials)")
 
     def _correctness(self, work: Path, ref: Worker, cand: Worker, started: float) -> dict[str, Any]:
-        cfg = self.cfg
         cand_ready = cand.reply(0)
         if not cand_ready or cand_ready.get("status") != "ok":
             ref.abort()
@@ -337,8 +336,7 @@ class Evaluation:
         self._room_for_outputs(work, manifest)
         if manifest["degenerate"]:
             self.flags.append("degenerate_tolerance")
-            refs = [compare.load_output(work / "reference" / t["file"]) for t in manifest["trials"]]
-            self.atol = compare.distinguishing_tolerance(refs, cfg.atol)
+            self.atol = manifest["atol"]  # compare.distinguishing_tolerance of the reference's outputs
         step = cand.request("construct")
         if not step or step.get("status") != "ok":
             return self._candidate_stopped(cand, step)
@@ -353,16 +351,16 @@ class Evaluation:
         early = cand.request("report", observe=False)
         if early and early.get("status") == "ok":
             self._note_patches(early)
-        verdict = self._judge(work, manifest, step["trials"], armed)
+        verdict = self._judge(ref, manifest, step["trials"], armed)
         if verdict is not None:
             return verdict
-        verdict = self._check_variants(work, cand, manifest)
+        verdict = self._check_variants(ref, cand, manifest)
         if verdict is not None:
             return verdict
         return self._time(work, ref, cand, manifest)
 
     # ---------------------------------------------------------- variants ---
-    def _check_variants(self, work: Path, cand: Worker, manifest: dict[str, Any]) -> dict[str, Any] | None:
+    def _check_variants(self, ref: Worker, cand: Worker, manifest: dict[str, Any]) -> dict[str, Any] | None:
         """The candidate, correct on the task's shape, on each shape variant the
         reference could run: one call each, in the same worker. None when it
         is correct on all of them (it goes on to timing)."""
@@ -387,18 +385,10 @@ class Evaluation:
                 if not reply or reply.get("status") != "ok":
                     return self._candidate_stopped(cand, reply, variant=plan)
                 self._note_trial_signals(reply, case)
-                files = (work / "candidate" / f"{name}.pt", work / "reference" / f"{name}.pt")
-                try:
-                    ref_saved = compare.load_output(files[1])
-                    try:
-                        got = compare.load_output(files[0])
-                    except Exception as exc:  # noqa: BLE001 - a file the candidate's process wrote
-                        return self._variant_failed(plan, "runtime_error", "UnreadableOutput",
-                                                    f"its output cannot be read: {exc}")
-                    cmp = compare.compare_outputs(ref_saved, got, self.atol, self.cfg.rtol)
-                finally:
-                    for f in files:  # compared once: big outputs never pile up on disk
-                        f.unlink(missing_ok=True)
+                cmp = self._compared(ref, [{"name": name, "file": f"{name}.pt"}])[0]
+                if "unreadable" in cmp:
+                    return self._variant_failed(plan, "runtime_error", "UnreadableOutput",
+                                                f"its output cannot be read: {cmp['unreadable']}")
                 summary["checked"].append({"name": name, "constants": plan["constants"], "ok": cmp["ok"],
                                            "max_abs_diff": cmp["max_abs_diff"],
                                            **({"narrowed": case["narrowed"]} if case.get("narrowed") else {})})
@@ -431,32 +421,46 @@ class Evaluation:
         self._note_outcome(outcome, candidate=True)
         return self._candidate_failure(outcome, payload, variant)
 
-    def _judge(self, work: Path, manifest: dict[str, Any], trials: list[dict[str, Any]],
+    def _compared(self, ref: Worker, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The candidate's saved outputs compared with the reference's, in the
+        reference's worker on its device (workers/reference.judge): one result
+        per case, compare.compare_outputs's or {ok: False, unreadable: why}.
+        File names are the parent's, never taken from a candidate's reply."""
+        with self._spent("compare"):
+            reply = ref.request("judge", cases=cases, atol=self.atol, rtol=self.cfg.rtol)
+        self._reference_ok(ref, reply, "comparing outputs")
+        return reply["results"]
+
+    def _judge(self, ref: Worker, manifest: dict[str, Any], trials: list[dict[str, Any]],
                armed: int) -> dict[str, Any] | None:
         """Compare every trial; None when the candidate goes on to timing."""
-        cfg = self.cfg
         if fileio.sha256_file(self.reference) != self.reference_file_sha:
             self.flags.append("reference_modified")
         by_name = {t["name"]: t for t in trials}
         self.trial_signals = trials
         extension_used = any(t.get("extension_calls") for t in trials)
-        max_abs, max_rel, passed, mismatch = 0.0, 0.0, 0, None
-        outputs = []
-        perturbed = None
         for i, case in enumerate(manifest["trials"]):
-            trial = by_name.get(case["name"])
-            if trial is None:
+            if case["name"] not in by_name:
                 return self._finish("runtime_error", {"type": "MissingOutput", "log": self._log_path(),
                                                       "message": f"no output for trial {i}"})
-            ref_saved = compare.load_output(work / "reference" / case["file"])
-            try:
-                cand_saved = compare.load_output(work / "candidate" / trial["file"])
-            except Exception as exc:  # noqa: BLE001 - a file the candidate's process wrote
+        perturbed_at = armed if by_name[manifest["trials"][armed]["name"]].get("perturbed_calls") else None
+        # Constant-output check: the outputs of the trials (the perturbed call's aside) and probes.
+        constant = bool(manifest.get("constant"))
+        cases = [{"name": t["name"], "file": f"{t['name']}.pt", "grouped": constant and i != perturbed_at}
+                 for i, t in enumerate(manifest["trials"])]
+        cases += [{"name": p["name"], "file": f"{p['name']}.pt", "grouped": True}
+                  for p in manifest["probes"] if p["name"] in by_name] if constant else []
+        results = self._compared(ref, cases)
+        max_abs, max_rel, passed, mismatch = 0.0, 0.0, 0, None
+        perturbed = None
+        for i, case in enumerate(manifest["trials"]):
+            cmp = results[i]
+            if "unreadable" in cmp:
                 return self._finish("runtime_error", {"type": "UnreadableOutput", "log": self._log_path(),
-                                                      "message": f"trial {i} output cannot be read: {exc}"})
-            cmp = compare.compare_outputs(ref_saved, cand_saved, self.atol, cfg.rtol)
-            self._note_trial_signals(trial, case)
-            if i == armed and trial.get("perturbed_calls"):
+                                                      "message": f"trial {i} output cannot be read: "
+                                                                 f"{cmp['unreadable']}"})
+            self._note_trial_signals(by_name[case["name"]], case)
+            if i == perturbed_at:
                 perturbed = cmp  # judged for dependence, not correctness
                 continue
             if i == armed and extension_used:
@@ -467,16 +471,13 @@ class Evaluation:
                 passed += i != armed  # of the configured trials (the armed call is an extra one)
             elif mismatch is None:
                 mismatch = (i, cmp)
-            outputs.append(cand_saved)
         self.record["trials_passed"] = passed
         if mismatch is None or mismatch[1]["max_abs_diff"] is not None:
             self.record["max_abs_diff"], self.record["max_rel_diff"] = max_abs, max_rel
-        if manifest.get("constant"):
+        if constant:
             self.flags.append("constant_reference")
-            probes = [compare.load_output(work / "candidate" / by_name[p["name"]]["file"])
-                      for p in manifest["probes"] if p["name"] in by_name]
-            everything = outputs + probes
-            if len(everything) > 1 and all(compare.identical_outputs(everything[0], o) for o in everything[1:]):
+            grouped = [r for r, c in zip(results, cases) if c["grouped"]]
+            if len(grouped) > 1 and all(r.get("same_as_first") for r in grouped):
                 self.flags.append("constant_output")
         if mismatch is not None and "output_changed_after_return" in self.flags:
             return self._finish("cheat", self._cheat_error(self._log_path()))  # work kept running past forward's return
@@ -595,8 +596,8 @@ class Evaluation:
                                        "saving outputs for the timed checks")
                     # Checked now, then removed: the window to rewrite a saved
                     # output is one block, and big outputs never pile up on disk.
-                    self._check_timed_outputs(work, [(name, p == armed_at and bool(reply.get("perturbed_calls")))
-                                                     for p, name in zip(positions, names)])
+                    self._check_timed_outputs(ref, [(name, p == armed_at and bool(reply.get("perturbed_calls")))
+                                                    for p, name in zip(positions, names)])
         synchronized = False
         if cfg.device == "cuda":
             with self._spent("timing_sentinels"):
@@ -639,19 +640,13 @@ class Evaluation:
         if not self._slowed(again["ms"], alone):
             self.flags.append("reference_slowed")
 
-    def _check_timed_outputs(self, work: Path, checks: list[tuple[str, bool]]) -> None:
-        for name, perturbed in checks:
-            files = (work / "candidate" / name, work / "reference" / name)
-            try:
-                try:
-                    got = compare.load_output(files[0])
-                except Exception:  # noqa: BLE001 - a file the candidate's process wrote
-                    self.flags.append("timing_output_mismatch")
-                    continue
-                ok = compare.compare_outputs(compare.load_output(files[1]), got, self.atol, self.cfg.rtol)["ok"]
-            finally:
-                for f in files:  # both, also when the candidate's file is unreadable
-                    f.unlink(missing_ok=True)
+    def _check_timed_outputs(self, ref: Worker, checks: list[tuple[str, bool]]) -> None:
+        results = self._compared(ref, [{"name": name, "file": name} for name, _ in checks])
+        for (_, perturbed), cmp in zip(checks, results):
+            if "unreadable" in cmp:
+                self.flags.append("timing_output_mismatch")
+                continue
+            ok = cmp["ok"]
             if perturbed and ok:
                 self.flags.append("kernel_unused_when_timed")
             elif not perturbed and not ok:

@@ -13,10 +13,15 @@ under the same seed (init inputs and weights to the shared directory), one
 call on the variant's secret seed, its output saved privately; a variant the
 reference cannot run (an exception, out of memory, inputs beyond the budget)
 is dropped with the reason. fp32 runs with TF32 off (mathmodes.use_strict).
+Its outputs stay here, on the device while they fit a share of its memory
+(KEPT_SHARE; beyond it, in private files): the candidate's saved outputs are
+brought here and compared on the device (`judge`), so no output crosses to
+the parent and back, and nothing is compared on the host's cores.
 Commands: `warmup`, `block` (time the reference on the inputs of the
-block's seeds, made on the device first), `outputs` (save the reference's
+block's seeds, made on the device first), `outputs` (keep the reference's
 outputs for given seeds, sampled as the candidate's are, to verify the
-candidate's timed outputs)."""
+candidate's timed outputs), `judge` (compare the candidate's saved outputs
+with the kept ones, each candidate file removed once read)."""
 
 from __future__ import annotations
 
@@ -32,26 +37,58 @@ from kernelsweep.evaluator.workers.clock import Clock
 
 # Rescaled probe: far from the trial inputs' scale, same positions.
 PROBE_SCALE, PROBE_SHIFT = 1000.0, 3.0
+# Outputs kept on a GPU up to this share of its memory (the candidate's process
+# needs the rest); on the cpu device up to KEPT_CPU_BYTES. Beyond: private files.
+KEPT_SHARE = 0.125
+KEPT_CPU_BYTES = 1 << 30
 
 
 class State:
     pass
 
 
-def saved_output(out: Any) -> dict[str, Any]:
-    structure, leaves = trees.flatten_output(out)
-    return {"structure": structure, "leaves": trees.portable_leaves(leaves)}
+def _keep(s: State, name: str, structure: str, leaves: list) -> dict[str, Any]:
+    """Keep an output (flattened: trees.flatten_output) for judging under NAME:
+    on the device while the kept outputs fit the budget, else in a private
+    file. Returns it as kept (or, spilled, as saved: CPU copies)."""
+    size = trees.tree_nbytes(leaves)
+    if s.kept_bytes + size <= s.kept_budget:
+        kept = {"structure": structure, "leaves": [
+            x.detach().to(s.device).contiguous().clone() if isinstance(x, torch.Tensor) else x for x in leaves]}
+        s.kept[name] = kept
+        s.kept_bytes += size
+        return kept
+    saved = {"structure": structure, "leaves": trees.portable_leaves(leaves)}
+    trees.save(saved, s.private / f"{name}.pt")
+    s.kept[name] = None
+    return saved
+
+
+def _kept(s: State, name: str) -> dict[str, Any]:
+    """The output kept under NAME, taken out of the store (judged once)."""
+    kept = s.kept.pop(name)
+    if kept is not None:
+        s.kept_bytes -= trees.tree_nbytes(kept["leaves"])
+        return kept
+    path = s.private / f"{name}.pt"
+    saved = compare.load_output(path, map_location=s.device)
+    path.unlink()
+    return saved
 
 
 def setup(ctx: frame.WorkerContext) -> State:
     cfg = ctx.config
     s = State()
     s.private, shared = Path(cfg["private_dir"]), Path(cfg["shared_dir"])
+    s.candidate_dir = Path(cfg["candidate_dir"])
     s.precision = cfg["precision"]
     atol, rtol = cfg["atol"], cfg["rtol"]
     ctx.phase("device")
     s.device = machine.resolve_device(cfg["device"])
     info = machine.device_info(s.device)
+    s.kept, s.kept_bytes = {}, 0
+    s.kept_budget = (int(torch.cuda.get_device_properties(s.device).total_memory * KEPT_SHARE)
+                     if s.device.type == "cuda" else KEPT_CPU_BYTES)
     s.clock = Clock(s.device, info.get("llc_bytes") or info.get("l2_bytes"))
     mathmodes.use_strict()
     ctx.phase("load")
@@ -76,11 +113,9 @@ def setup(ctx: frame.WorkerContext) -> State:
         out = model(*inputs)
         machine.synchronize(s.device)
         _, leaves = trees.flatten_output(out)
-        saved = saved_output(out)
-        trees.save(saved, s.private / f"{name}.pt")
-        return {"name": name, "file": f"{name}.pt", "mutates_inputs": not trees.same_values(inputs, pristine),
+        return {"name": name, "mutates_inputs": not trees.same_values(inputs, pristine),
                 "aliases_inputs": trees.aliases(leaves, inputs), "output_bytes": trees.tree_nbytes(leaves),
-                "_saved": saved}
+                "_saved": _keep(s, name, *trees.flatten_output(out))}
 
     ctx.phase("trials")
     trials = []
@@ -93,6 +128,7 @@ def setup(ctx: frame.WorkerContext) -> State:
         near_zero = all(compare.max_magnitude(t["_saved"]) <= atol for t in trials)
         constant = (len(trials) > 1 and not varies) or near_zero
         degenerate = all(compare.zeros_would_pass(t["_saved"], atol, rtol) for t in trials)
+        judged_atol = compare.distinguishing_tolerance([t["_saved"] for t in trials], atol) if degenerate else atol
         probes = []
         if constant:
             ctx.phase("probes")
@@ -110,7 +146,7 @@ def setup(ctx: frame.WorkerContext) -> State:
     ctx.phase("variants")
     variants = [run_variant(s, cfg, v, input_bytes) for v in cfg.get("variants") or []]
     s.ready = {"trials": trials, "probes": probes, "variants": variants, "constant": constant, "near_zero": near_zero,
-               "degenerate": degenerate, "device_info": info, "input_bytes": input_bytes}
+               "degenerate": degenerate, "atol": judged_atol, "device_info": info, "input_bytes": input_bytes}
     return s
 
 
@@ -154,12 +190,12 @@ def _try_variant(s: State, cfg: dict[str, Any], name: str, constants: dict[str, 
             out = model(*inputs)
             machine.synchronize(s.device)
             _, leaves = trees.flatten_output(out)
-            trees.save(saved_output(out), s.private / f"{name}.pt")
             signals = {"mutates_inputs": not trees.same_values(inputs, pristine),
                        "aliases_inputs": trees.aliases(leaves, inputs)}
+            _keep(s, name, *trees.flatten_output(out))
         trees.save(init, shared / f"{name}_init.pt")
         trees.save(state, shared / f"{name}_state.pt")
-        return {"name": name, "file": f"{name}.pt", "seed": seed, "constants": constants, **signals}
+        return {"name": name, "seed": seed, "constants": constants, **signals}
     except (Exception, MemoryError) as exc:  # noqa: BLE001 - the reference cannot run this shape
         return {"name": name, "dropped": f"the reference fails: {type(exc).__name__}: {str(exc)[:300]}"}
     finally:
@@ -186,15 +222,42 @@ def block(ctx: frame.WorkerContext, s: State, seeds: list[int], synchronized: bo
 
 def outputs(ctx: frame.WorkerContext, s: State, seeds: list[int], names: list[str],
             sample_seed: int) -> dict[str, Any]:
-    """The reference's outputs on the inputs of these timing seeds, sampled
-    at the same positions as the candidate's (trees.sampled_output)."""
+    """Keep the reference's outputs on the inputs of these timing seeds,
+    sampled at the same positions as the candidate's (trees.sampled_output)."""
     with torch.no_grad():
         for seed, name in zip(seeds, names):
             out = s.model(*_inputs(s, seed))
             machine.synchronize(s.device)
-            trees.save(trees.sampled_output(*trees.flatten_output(out), sample_seed), s.private / name)
+            sampled = trees.sampled_output(*trees.flatten_output(out), sample_seed)
+            _keep(s, name, sampled["structure"], sampled["leaves"])
     return {}
 
 
+def judge(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]], atol: float,
+          rtol: float) -> dict[str, Any]:
+    """Compare the candidate's saved outputs with the kept ones, on the device.
+    cases: [{name (kept here), file (in the candidate's folder), grouped}];
+    for the grouped ones also whether each equals the first grouped one
+    bit for bit (outputs that do not depend on the inputs). Each result is
+    compare.compare_outputs's, or {ok: False, unreadable: why}."""
+    results, first = [], None
+    for case in cases:
+        mine = _kept(s, case["name"])
+        path = s.candidate_dir / Path(case["file"]).name  # a bare name: never outside the candidate's folder
+        try:
+            theirs = compare.load_output(path, map_location=s.device)
+        except Exception as exc:  # noqa: BLE001 - a file the candidate's process wrote
+            results.append({"ok": False, "unreadable": f"{type(exc).__name__}: {exc}"[:500]})
+            continue
+        finally:
+            path.unlink(missing_ok=True)
+        result = compare.compare_outputs(mine, theirs, atol, rtol)
+        if case.get("grouped"):
+            first = theirs if first is None else first
+            result["same_as_first"] = compare.identical_outputs(first, theirs)
+        results.append(result)
+    return {"results": results}
+
+
 if __name__ == "__main__":
-    frame.serve(setup, {"warmup": warmup, "block": block, "outputs": outputs})
+    frame.serve(setup, {"warmup": warmup, "block": block, "outputs": outputs, "judge": judge})
