@@ -1,0 +1,70 @@
+"""The reference worker's comparison (workers/reference.judge), in process on
+the CPU: outputs kept in memory or spilled to private files past the budget
+are judged alike, candidate files are read from the candidate's folder only
+and removed once read, and unreadable files are named, not fatal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from kernelsweep.evaluator.workers import reference, trees
+
+
+def _state(tmp_path: Path, budget: int) -> reference.State:
+    s = reference.State()
+    s.private, s.candidate_dir = tmp_path / "reference", tmp_path / "candidate"
+    s.private.mkdir()
+    s.candidate_dir.mkdir()
+    s.device = torch.device("cpu")
+    s.kept, s.kept_bytes, s.kept_budget = {}, 0, budget
+    return s
+
+
+def _candidate_file(s: reference.State, name: str, out) -> None:
+    structure, leaves = trees.flatten_output(out)
+    trees.save({"structure": structure, "leaves": trees.portable_leaves(leaves)}, s.candidate_dir / f"{name}.pt")
+
+
+def test_kept_and_spilled_outputs_are_judged_alike(tmp_path):
+    a, b = torch.arange(1000, dtype=torch.float32), torch.ones(1000)
+    s = _state(tmp_path, budget=a.numel() * 4)  # room for the first output only
+    reference._keep(s, "trial0", *trees.flatten_output(a))
+    reference._keep(s, "trial1", *trees.flatten_output((a, b)))
+    assert s.kept["trial0"] is not None and s.kept["trial1"] is None
+    assert (s.private / "trial1.pt").is_file()  # spilled
+    _candidate_file(s, "trial0", a.clone())
+    _candidate_file(s, "trial1", (a.clone(), b + 1e-2))
+    results = reference.judge(None, s, [{"name": "trial0", "file": "trial0.pt"},
+                                        {"name": "trial1", "file": "trial1.pt"}], atol=1e-4, rtol=1e-4)["results"]
+    assert results[0]["ok"] and not results[1]["ok"] and results[1]["kind"] == "values"
+    assert "output 1" in results[1]["message"]
+    assert not any(s.candidate_dir.iterdir()) and not (s.private / "trial1.pt").exists()
+    assert s.kept == {} and s.kept_bytes == 0
+
+
+def test_candidate_files_only_from_the_candidates_folder(tmp_path):
+    s = _state(tmp_path, budget=1 << 20)
+    out = torch.randn(64)
+    reference._keep(s, "trial0", *trees.flatten_output(out))
+    # The reference's own output, where a path could reach it: never read as the candidate's.
+    trees.save({"structure": "T", "leaves": [out.clone()]}, tmp_path / "reference" / "copy.pt")
+    result = reference.judge(None, s, [{"name": "trial0", "file": "../reference/copy.pt"}],
+                             atol=1e-4, rtol=1e-4)["results"][0]
+    assert not result["ok"] and "unreadable" in result
+    assert (tmp_path / "reference" / "copy.pt").is_file()
+
+
+def test_unreadable_and_identical_outputs(tmp_path):
+    s = _state(tmp_path, budget=1 << 20)
+    for i in range(3):
+        reference._keep(s, f"trial{i}", *trees.flatten_output(torch.full((8,), float(i))))
+    for i in range(2):
+        _candidate_file(s, f"trial{i}", torch.zeros(8))  # the same answer whatever the inputs
+    (s.candidate_dir / "trial2.pt").write_bytes(b"not a tensor file")
+    results = reference.judge(None, s, [{"name": f"trial{i}", "file": f"trial{i}.pt", "grouped": True}
+                                        for i in range(3)], atol=1e-4, rtol=1e-4)["results"]
+    assert results[0]["ok"] and results[0]["same_as_first"]
+    assert not results[1]["ok"] and results[1]["same_as_first"]
+    assert "unreadable" in results[2] and not (s.candidate_dir / "trial2.pt").exists()
