@@ -59,7 +59,8 @@ def _describe(error) -> str:
     if validator == "enum":
         return f"config key '{where}': {error.instance!r} is not allowed; allowed values: {', '.join(map(repr, schema['enum']))}"
     if validator == "anyOf":  # e.g. precision: a name or a list of names; describe the branch of the value's type
-        specific = [e for e in error.context if e.validator != "type"]
+        wrong_type = {e.relative_schema_path[0] for e in error.context if e.validator == "type" and not e.relative_path}
+        specific = [e for e in error.context if e.relative_schema_path[0] not in wrong_type]
         if specific:
             return _describe(min(specific, key=lambda e: len(e.absolute_path)))
     if validator == "required":
