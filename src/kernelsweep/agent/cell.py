@@ -93,7 +93,7 @@ def finalize(spec: dict[str, Any], state: State, records: list[dict[str, Any]], 
     result = None
     if chosen is not None:
         folder = Path(chosen["folder"])
-        result = {**chosen["eval"], "cell": {**{k: spec[k] for k in ("model", "method", "task", "sample")},
+        result = {**chosen["eval"], "cell": {**{k: spec[k] for k in ("model", "method", "task", "sample", "precision")},
                                             "turn": 0, "cand": 0},
                   "react": {"submission": chosen["index"], "step": chosen["step"], "attempt": folder.name}}
         chosen_dir = layout.cand_dir(cell_dir, 0, 0)
