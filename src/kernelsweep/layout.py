@@ -64,11 +64,12 @@ def figure_stem(name: str, precision: str | None = None) -> str:
     precision (`name-bf16`) in a study of several, else the figure's name."""
     return name if precision is None else f"{name}-{precision}"
 
+
 # Read back from the templates above, so a path is parsed as it is spelled.
 _KEY = re.compile(
     r"^(?:.*/)?" + RUNS + "/"
-    + CELL_KEY.format(precision=f"(?P<precision>{WILDCARDS['precision']})", model=r"(?P<model>[^/]+)", method=r"(?P<method>[^/]+)", task=f"(?P<task>{TASK_ID})",
-                      sample=r"(?P<sample>\d+)")
+    + CELL_KEY.format(precision=f"(?P<precision>{WILDCARDS['precision']})", model=r"(?P<model>[^/]+)",
+                      method=r"(?P<method>[^/]+)", task=f"(?P<task>{TASK_ID})", sample=r"(?P<sample>\d+)")
     + "(?:/" + TURN_DIR.format(turn=r"(?P<turn>\d+)") + "(?:/" + CAND_DIR.format(cand=r"(?P<cand>\d+)") + ")?)?(?:/|$)"
 )
 _NUMBERED = {"turn": re.compile(TURN_DIR.format(turn=r"(\d+)")), "cand": re.compile(CAND_DIR.format(cand=r"(\d+)"))}

@@ -12,6 +12,8 @@ from typing import Any, Mapping
 
 import yaml
 
+from kernelsweep.taskcode import PRECISIONS
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -127,8 +129,6 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
     if config.get("timing_devices") and config.get("device") != "cuda":
         lines.append("config key 'timing_devices': lists GPUs for timing, but device is "
                      f"{config.get('device')!r}; remove it or set device: cuda")
-    from kernelsweep.taskcode import PRECISIONS
-
     lines += [f"config key 'models.{name}': a precision's name; runs/{name}/ is that precision's folder"
               for name in (config.get("models") or {}) if name in PRECISIONS]
     if not lines:

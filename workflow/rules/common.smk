@@ -315,7 +315,9 @@ EVALS = [
     for t in range(METHODS[c["method"]]["turns"])
     for k in range(METHODS[c["method"]]["n"])
 ]
-BASELINES = [res(layout.BASELINE.format(device=DEVICE, precision=p, task=t)) for p in STUDY.precisions for t in STUDY.task_ids]
+BASELINES = [
+    res(layout.BASELINE.format(device=DEVICE, precision=p, task=t)) for p in STUDY.precisions for t in STUDY.task_ids
+]
 TASK_FILES = [res(layout.TASK.format(task=t)) for t in STUDY.task_ids]
 REPORT_OUTPUTS = [res(layout.REPORT)]
 REPORT_TABLES = ("headline", "levels", "ablation", "best_of_n", "taxonomy", "per_task")

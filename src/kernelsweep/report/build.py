@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 
 from kernelsweep.fileio import write_atomic
+from kernelsweep.layout import figure_stem
 from kernelsweep.report import document
 from kernelsweep.report.collect import Collection, collect
-from kernelsweep.layout import figure_stem
 from kernelsweep.report.figures import build_figures, save_figure
 from kernelsweep.report.spec import ReportInputError, StudySpec
 from kernelsweep.report.tables import Table, build_tables, by_precision, write_table
