@@ -35,14 +35,14 @@ dag)
 timing)
   cells=$(python3 - <<'PY'
 import json, glob
-for p in sorted(glob.glob("/tmp/ks_gpu/results/runs/*/*/*/s*/t*/c*/eval.json")):
+for p in sorted(glob.glob("/tmp/ks_gpu/results/runs/*/*/*/*/s*/t*/c*/eval.json")):
     e = json.load(open(p))
     if (e.get("runtime_ms") or {}).get("samples"):
         print(p[len("/tmp/ks_gpu/results/runs/"):-len("/eval.json")])
 PY
 )
   evaluate() {  # device out_dir cell
-    local task; task=$(echo "$3" | cut -d/ -f3)
+    local task; task=$(echo "$3" | cut -d/ -f4)  # precision/model/method/task/…
     TORCH_CUDA_ARCH_LIST=9.0 CUDA_VISIBLE_DEVICES=$1 python3 -m kernelsweep eval $RESULTS/tasks/$task.py $RESULTS/runs/$3/candidate.py \
       --device cuda --trials 5 --timing-trials 100 --warmup 10 --build-dir $RESULTS/build \
       --out "$2/$(echo "$3" | sed 's|/|__|g').json" > /dev/null

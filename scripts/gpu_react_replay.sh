@@ -20,7 +20,7 @@ if [ "${1:-}" = --short ]; then  # one submission, then the cap stops the trajec
   sed 's/max_steps: 10,/max_steps: 2, max_submissions: 1,/' $CONFIG > /tmp/react_short.yaml; CONFIG=/tmp/react_short.yaml
 fi
 RESULTS=/tmp/ks_gpu_react/results
-CELL=$RESULTS/runs/scripted/react/L2-012/s0
+CELL=$RESULTS/runs/fp32/scripted/react/L2-012/s0
 start=$(date +%s)
 # The target first: --configfile takes every argument after it.
 python3 -m snakemake "$CELL/final.json" --cores "$(nproc)" --resources gpu=1 \

@@ -48,7 +48,7 @@ tail -n 40 "$WORK/snakemake.log" > "$OUT/snakemake_tail.log"
 count() { find "$RESULTS/runs" -name "$1" 2>/dev/null | wc -l; }
 wall=$(awk '{s += $2 - $1} END {print s}' "$WORK/wall.log")
 echo "evaluations $(count eval.json)/150, finals $(count final.json)/90, profiles" \
-     "$(ls "$RESULTS"/profile/cuda 2>/dev/null | wc -l)/30, baselines $(ls "$RESULTS"/baseline/cuda 2>/dev/null | wc -l)/30;" \
+     "$(ls "$RESULTS"/profile/cuda/fp32 2>/dev/null | wc -l)/30, baselines $(ls "$RESULTS"/baseline/cuda/fp32 2>/dev/null | wc -l)/30;" \
      "wall so far ${wall} s over $(wc -l < "$WORK/wall.log") calls; this call rc=$rc" | tee "$OUT/progress.txt"
 # Every call brings its results back (no build cache): a later call on a fresh machine resumes from them.
 tar czf "$OUT/results.tgz" -C "$WORK" --exclude=results/build --exclude=results/.gpu-slots \

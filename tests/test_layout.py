@@ -9,7 +9,9 @@ from kernelsweep import layout
 from kernelsweep.study import AGENTIC_ROLES
 from kernelsweep.tasks.ids import format_task_id, parse_task_id
 
-KEY = {"model": "qwen-7b.v2", "method": "agentic_n8", "task": "L3-1000", "sample": 2, "turn": 1, "cand": 7}
+KEY = {"model": "qwen-7b.v2", "method": "agentic_n8", "task": "L3-1000", "sample": 2, "turn": 1, "cand": 7,
+       "precision": "bf16"}
+CELL_FIELDS = ("model", "method", "task", "sample", "precision")
 
 
 def test_key_of_reads_back_every_template():
@@ -17,12 +19,13 @@ def test_key_of_reads_back_every_template():
     turn = layout.key_of(f"results/{layout.TURN.format(**KEY)}/{layout.SELECT}")
     assert (turn.turn, turn.cand) == (1, None)
     cell = layout.key_of(f"results/{layout.CELL.format(**KEY)}/{layout.FINAL}")
-    assert cell.as_dict() == {k: KEY[k] for k in ("model", "method", "task", "sample")}
+    assert cell.as_dict() == {k: KEY[k] for k in CELL_FIELDS}
     # a results folder that itself lies under a folder named runs/
     assert layout.key_of(f"/runs/a/b/results/{layout.CAND.format(**KEY)}/{layout.CANDIDATE}").as_dict() == KEY
 
 
-@pytest.mark.parametrize("path", ["results/tasks/L1-001.json", "results/runs/m/x/L1-1/s0/t0/c0/eval.json",
+@pytest.mark.parametrize("path", ["results/tasks/L1-001.json", "results/runs/fp32/m/x/L1-1/s0/t0/c0/eval.json",
+                                  "results/runs/m/x/L1-001/s0/t0/c0/eval.json",  # from before precision was a part
                                   "t0/c0/eval.json"])
 def test_key_of_refuses_paths_outside_the_layout(path):
     with pytest.raises(ValueError, match="is not under runs/"):
@@ -54,7 +57,7 @@ def test_folder_helpers_are_the_templates(tmp_path):
     cell = tmp_path / layout.CELL.format(**KEY)
     assert layout.turn_dir(cell, KEY["turn"]) == tmp_path / layout.TURN.format(**KEY)
     assert layout.cand_dir(cell, KEY["turn"], KEY["cand"]) == tmp_path / layout.CAND.format(**KEY)
-    assert layout.key_of(cell / layout.REACT_TRACE).as_dict() == {k: KEY[k] for k in ("model", "method", "task", "sample")}
+    assert layout.key_of(cell / layout.REACT_TRACE).as_dict() == {k: KEY[k] for k in CELL_FIELDS}
 
 
 def test_every_agentic_role_has_a_folder():

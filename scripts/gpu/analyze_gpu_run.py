@@ -19,7 +19,7 @@ from kernelsweep.metrics import compare_timings
 
 def load_evals(results: Path) -> dict[str, dict]:
     evals = {}
-    for path in sorted(results.glob("runs/*/*/*/s*/t*/c*/eval.json")):
+    for path in sorted(results.glob("runs/*/*/*/*/s*/t*/c*/eval.json")):
         evals[str(path.relative_to(results / "runs").parent)] = json.loads(path.read_text())
     return evals
 

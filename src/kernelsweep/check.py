@@ -120,7 +120,8 @@ def disk_note(results: str) -> str | None:
 
 
 def check_results(results: str) -> tuple[bool, str]:
-    """The results folder exists (or can be made) and takes a write."""
+    """The results folder exists (or can be made), takes a write and holds no
+    results from before precision was a path part (kernelsweep.relayout)."""
     from kernelsweep.fileio import storage_fault, write_atomic
 
     folder = Path(results)
@@ -131,6 +132,10 @@ def check_results(results: str) -> tuple[bool, str]:
     except OSError as e:
         return False, f"cannot write to {folder}: {storage_fault(e) or e}"
     probe.unlink()
+    from kernelsweep import relayout
+
+    if relayout.legacy_paths(folder):  # the workflow would stop on them (common.smk)
+        return False, relayout.legacy_note(folder).removeprefix("kernelsweep: ")
     free = free_bytes(folder)
     note = f"{folder} is writable, {free / 2**30:.1f} GiB free"
     if free < LOW_DISK_BYTES:

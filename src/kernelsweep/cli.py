@@ -31,6 +31,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "report": ("kernelsweep.report.cli", "aggregate raw results into tables, figures and REPORT.md"),
     "manifest": ("kernelsweep.stages.manifest", "write the study file the report reads"),
     "gpu-slots": ("kernelsweep.gpu_slots", "run a command on a claimed GPU/CPU timing slot"),
+    "relayout": ("kernelsweep.relayout", "move results from before precision was a path part to where they belong"),
     "check": ("kernelsweep.check", "before a run: does every configured model answer, is the results disk usable"),
 }
 

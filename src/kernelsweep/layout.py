@@ -4,7 +4,12 @@ from a path. The workflow (workflow/rules/common.smk), the stages and the
 report spell these paths only through here.
 
 Templates are relative to `{results}` and use the workflow's wildcard names,
-so `str.format` fills them in Python and Snakemake fills them in rules."""
+so `str.format` fills them in Python and Snakemake fills them in rules.
+
+Precision is a path part of every cell, profile and baseline, also in a study
+of one precision: a cell's folder always says what it was evaluated at, and
+adding a precision to a study later moves nothing. Results written before
+(runs/{model}/…) are found by `kernelsweep.relayout` and moved only on request."""
 
 from __future__ import annotations
 
@@ -12,20 +17,24 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from kernelsweep.taskcode import PRECISIONS
+
 # Task ids are L{level}-{id:03d}; kernelsweep.tasks.ids formats and parses them with this.
 # (`\d{3}\d*`, not `\d{3,}`: Snakemake reads `{3,}` in a constraint as a wildcard.)
 TASK_ID = r"L(\d+)-(\d{3}\d*)"
 
 # Snakemake wildcard constraints of the path parts (model and method: the study's names).
-WILDCARDS = {"task": TASK_ID, "sample": r"\d+", "turn": r"\d+", "cand": r"\d+", "device": r"cpu|cuda"}
+WILDCARDS = {"task": TASK_ID, "sample": r"\d+", "turn": r"\d+", "cand": r"\d+", "device": r"cpu|cuda",
+             "precision": "|".join(PRECISIONS)}
 
 TASK = "tasks/{task}.json"
 REFERENCE = "tasks/{task}.py"  # the task's code as a module file, what the evaluator and profiler import
-PROFILE = "profile/{device}/{task}.json"
-BASELINE = "baseline/{device}/{task}.json"
+# The reference at fp16 is another program than at fp32: profiles and baselines are per precision.
+PROFILE = "profile/{device}/{precision}/{task}.json"
+BASELINE = "baseline/{device}/{precision}/{task}.json"
 
 RUNS = "runs"
-CELL_KEY = "{model}/{method}/{task}/s{sample}"  # also the folder of a cell's logs and benchmarks
+CELL_KEY = "{precision}/{model}/{method}/{task}/s{sample}"  # also the folder of a cell's logs and benchmarks
 CELL = f"{RUNS}/{CELL_KEY}"
 TURN_DIR = "t{turn}"  # a turn's folder in its cell
 CAND_DIR = "c{cand}"  # a candidate's folder in its turn
@@ -49,11 +58,18 @@ CAND_FILES = (RESPONSE, CANDIDATE, BUILD, EVAL)
 STUDY_MANIFEST = "report/study.json"
 REPORT = "report/REPORT.md"
 
+
+def figure_stem(name: str, precision: str | None = None) -> str:
+    """A report figure's file name without suffix, under report/figures/: one per
+    precision (`name-bf16`) in a study of several, else the figure's name."""
+    return name if precision is None else f"{name}-{precision}"
+
+
 # Read back from the templates above, so a path is parsed as it is spelled.
 _KEY = re.compile(
     r"^(?:.*/)?" + RUNS + "/"
-    + CELL_KEY.format(model=r"(?P<model>[^/]+)", method=r"(?P<method>[^/]+)", task=f"(?P<task>{TASK_ID})",
-                      sample=r"(?P<sample>\d+)")
+    + CELL_KEY.format(precision=f"(?P<precision>{WILDCARDS['precision']})", model=r"(?P<model>[^/]+)",
+                      method=r"(?P<method>[^/]+)", task=f"(?P<task>{TASK_ID})", sample=r"(?P<sample>\d+)")
     + "(?:/" + TURN_DIR.format(turn=r"(?P<turn>\d+)") + "(?:/" + CAND_DIR.format(cand=r"(?P<cand>\d+)") + ")?)?(?:/|$)"
 )
 _NUMBERED = {"turn": re.compile(TURN_DIR.format(turn=r"(\d+)")), "cand": re.compile(CAND_DIR.format(cand=r"(\d+)"))}
@@ -61,7 +77,8 @@ _NUMBERED = {"turn": re.compile(TURN_DIR.format(turn=r"(\d+)")), "cand": re.comp
 
 @dataclass(frozen=True)
 class Key:
-    """Where a file sits in the matrix: its cell, and its turn and candidate when it has them."""
+    """Where a file sits in the matrix: its cell, and its turn and candidate when it has them.
+    (precision last, so that a key built by hand for a test may leave it out.)"""
 
     model: str
     method: str
@@ -69,6 +86,7 @@ class Key:
     sample: int
     turn: int | None = None
     cand: int | None = None
+    precision: str | None = None
 
     def as_dict(self) -> dict[str, str | int]:
         """The key's fields that are set (the `cell` of an eval record)."""
@@ -82,7 +100,7 @@ def key_of(path: str | Path) -> Key:
         raise ValueError(f"{path} is not under {RUNS}/{CELL_KEY}")
     turn, cand = m["turn"], m["cand"]
     return Key(m["model"], m["method"], m["task"], int(m["sample"]),
-               None if turn is None else int(turn), None if cand is None else int(cand))
+               None if turn is None else int(turn), None if cand is None else int(cand), m["precision"])
 
 
 def cand_file(path: str | Path, name: str) -> Path:

@@ -1,5 +1,5 @@
 """The study configuration: validation against workflow/schemas/config.schema.yaml,
-method presets, and the matrix (model × method × task × sample, with turns and
+method presets, and the matrix (precision × model × method × task × sample, with turns and
 candidates inside a method). Imported by the Snakefile and by the stages; it
 never imports torch, so planning stays fast."""
 
@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
+
+from kernelsweep.taskcode import PRECISIONS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -58,6 +60,11 @@ def _describe(error) -> str:
     validator, schema = error.validator, error.schema
     if validator == "enum":
         return f"config key '{where}': {error.instance!r} is not allowed; allowed values: {', '.join(map(repr, schema['enum']))}"
+    if validator == "anyOf":  # e.g. precision: a name or a list of names; describe the branch of the value's type
+        wrong_type = {e.relative_schema_path[0] for e in error.context if e.validator == "type" and not e.relative_path}
+        specific = [e for e in error.context if e.relative_schema_path[0] not in wrong_type]
+        if specific:
+            return _describe(min(specific, key=lambda e: len(e.absolute_path)))
     if validator == "required":
         return f"config key '{where}': {error.message}"
     if validator == "additionalProperties":
@@ -122,13 +129,21 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
     if config.get("timing_devices") and config.get("device") != "cuda":
         lines.append("config key 'timing_devices': lists GPUs for timing, but device is "
                      f"{config.get('device')!r}; remove it or set device: cuda")
+    lines += [f"config key 'models.{name}': a precision's name; runs/{name}/ is that precision's folder"
+              for name in (config.get("models") or {}) if name in PRECISIONS]
     if not lines:
         lines = _model_problems(config["models"])
     if lines:
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(dict.fromkeys(lines)))
     _apply_defaults(config, schema, schema)
+    config["precision"] = precisions_of(config["precision"])
     config["methods"] = {name: resolve_method(name, spec) for name, spec in config["methods"].items()}
     return config
+
+
+def precisions_of(value: str | list[str]) -> list[str]:
+    """The config's `precision` as the list of the study's precisions (a single name is a list of one)."""
+    return [value] if isinstance(value, str) else list(value)
 
 
 def _react_conflicts(methods: Mapping[str, Any]) -> list[str]:
@@ -178,13 +193,19 @@ class Study:
         return self.config["methods"]
 
     @property
+    def precisions(self) -> list[str]:
+        """The study's precisions, an axis like models and methods (validate_config makes it a list)."""
+        return precisions_of(self.config["precision"])
+
+    @property
     def samples(self) -> int:
         return int(self.config["samples"])
 
     def cells(self) -> list[dict[str, Any]]:
         return [
-            {"model": m, "method": meth, "task": t, "sample": s}
-            for m in self.models for meth in self.methods for t in self.task_ids for s in range(self.samples)
+            {"precision": p, "model": m, "method": meth, "task": t, "sample": s}
+            for p in self.precisions for m in self.models for meth in self.methods
+            for t in self.task_ids for s in range(self.samples)
         ]
 
     def build_cache(self) -> str:

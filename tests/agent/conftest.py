@@ -50,7 +50,7 @@ class Scenario:
 
     @property
     def cell(self) -> Path:
-        return self.root / f"runs/rp/{self.method}/L0-001/s0"
+        return self.root / f"runs/fp32/rp/{self.method}/L0-001/s0"
 
     def script(self, replies: list[str], first_step: int = 0) -> None:
         with open(self.replay, "w") as f:

@@ -38,9 +38,9 @@ def test_analysis_counts_guards_tools_and_flags_the_broken_record(scenario):
     firings = pd.read_csv(scenario.root / "report/react/guard_firings.csv")
     assert firings.firings.sum() == 2
     assert "### broken record" in section and "react_inject" in section.split("### broken record")[1]
-    page = scenario.root / "report/react/trajectories/rp/react_inject/L0-001/s0.html"
+    page = scenario.root / "report/react/trajectories/fp32/rp/react_inject/L0-001/s0.html"
     assert "guard repeat_error: inject" in page.read_text()
-    assert "trajectories/rp/react/L0-001/s0.html" in (scenario.root / "report/react/index.html").read_text()
+    assert "trajectories/fp32/rp/react/L0-001/s0.html" in (scenario.root / "report/react/index.html").read_text()
     assert (scenario.root / "report/react/figures/react_success_vs_submissions.svg").exists()
     good = by_sub.set_index("method").loc["react_good"]
     assert (good.submissions, good.cells, good.successes, good.success_rate) == ("1", 1, 1, 1.0)

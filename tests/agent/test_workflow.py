@@ -28,7 +28,7 @@ def test_react_cell_through_snakemake(tmp_path):
               "methods": {"react_guarded": {"strategy": "react", "goal": "correct", "max_steps": 4}},
               "evaluation": {"trials": 2, "timing_trials": 5, "warmup": 1}}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    cell = tmp_path / "results/runs/recorded/react_guarded/L0-001/s0"
+    cell = tmp_path / "results/runs/fp32/recorded/react_guarded/L0-001/s0"
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO_ROOT / "Snakefile"), "--directory",
            str(tmp_path), "--configfile", str(tmp_path / "config.yaml"), "--cores", "2", str(cell / "final.json")]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)

@@ -123,7 +123,7 @@ def test_a_run_starts_one_server_for_all_its_generation_jobs(embedded_checkpoint
                                    "max_tokens": 8}},
               "methods": {"zero_shot": {"strategy": "zero_shot"}, "iterative": {"strategy": "iterative"}}}
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
-    runs = tmp_path / "results/runs/gemma"
+    runs = tmp_path / "results/runs/fp32/gemma"
     targets = [str(runs / m / t / "s0/t0/c0/response.json") for m in ("zero_shot", "iterative")
                for t in ("L0-001", "L0-002")]
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), "--directory", str(tmp_path),

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from kernelsweep import metrics, verdict
+from kernelsweep import layout, metrics, verdict
 from kernelsweep.fileio import sha256_text, write_json
 
 DEVICE_NAME = "Synthetic Device 1"
@@ -32,7 +32,8 @@ class ResultsWriter:
         self.task_sha: dict[str, str] = {}
 
     def cell_dir(self, model: str, method: str, task: str, sample: int) -> Path:
-        return self.root / "runs" / model / method / task / f"s{sample}"
+        return self.root / layout.CELL.format(precision=self.precision, model=model, method=method, task=task,
+                                              sample=sample)
 
     def task(self, task_id: str, level: int, name: str) -> None:
         code = f"# reference for {name}\nimport torch\nclass Model(torch.nn.Module):\n    pass\n"
@@ -49,7 +50,7 @@ class ResultsWriter:
                 entries[mode] = {"runtime_ms": None, "error": value}
             else:
                 entries[mode] = {"runtime_ms": {**metrics.summarize(value), "samples": list(value)}, "error": None}
-        write_json(self.root / "baseline" / self.device / f"{task}.json", {
+        write_json(self.root / layout.BASELINE.format(device=self.device, precision=self.precision, task=task), {
             "task": task, "device": self.device, "device_name": device_name, "precision": self.precision,
             "modes": entries, "provenance": dict(PROVENANCE, device_name=device_name)})
 

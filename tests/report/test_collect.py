@@ -95,18 +95,18 @@ def test_candidate_table_has_every_candidate_with_its_verdict(small_study):
 
 def test_unreadable_and_inconsistent_files_are_reported_and_left_out(small_study):
     results, _, spec = small_study
-    (results / "runs/m1/agentic/L2-001/s0/final.json").write_text("{ truncated")
-    final = results / "runs/m1/agentic_n1/L1-001/s0/final.json"
+    (results / "runs/fp32/m1/agentic/L2-001/s0/final.json").write_text("{ truncated")
+    final = results / "runs/fp32/m1/agentic_n1/L1-001/s0/final.json"
     record = json.loads(final.read_text())
     final.write_text(json.dumps(dict(record, llm_calls=5)))
-    (results / "runs/m1/old_method/L1-001/s0").mkdir(parents=True)
+    (results / "runs/fp32/m1/old_method/L1-001/s0").mkdir(parents=True)
     c = collect(results, spec)
     bad = cell(c.cells, "agentic", "L2-001")
     assert bad["status"] == "unreadable" and not bad["has_result"]
-    messages = {(p.path.split("runs/")[-1], p.effect): p.message for p in c.problems}
+    messages = {(p.path.split("runs/fp32/")[-1], p.effect): p.message for p in c.problems}
     assert any(k == ("m1/agentic/L2-001/s0/final.json", "excluded") and "unreadable" in m for k, m in messages.items())
     assert "llm_calls=5" in messages[("m1/agentic_n1/L1-001/s0/final.json", "warning")]
-    assert c.unexpected_runs == ["m1/old_method"]
+    assert c.unexpected_runs == ["fp32/m1/old_method"]
 
 
 def test_baseline_from_another_device_is_not_compared(small_study):
@@ -130,9 +130,9 @@ def test_task_changed_after_evaluation_is_flagged(small_study):
 
 def test_best_that_is_not_the_best_candidate_is_flagged(small_study):
     results, _, spec = small_study
-    final = results / "runs/m1/agentic/L1-001/s0/final.json"
+    final = results / "runs/fp32/m1/agentic/L1-001/s0/final.json"
     record = json.loads(final.read_text())
-    worse = json.loads((results / "runs/m1/agentic/L1-001/s0/t0/c1/eval.json").read_text())
+    worse = json.loads((results / "runs/fp32/m1/agentic/L1-001/s0/t0/c1/eval.json").read_text())
     final.write_text(json.dumps(dict(record, best={"turn": 0, "cand": 1}, result=worse)))
     c = collect(results, spec)
     assert cell(c.cells, "agentic", "L1-001")["category"] == "correct_tie"  # the file's word is reported...
@@ -149,11 +149,11 @@ def test_empty_results_folder_gives_only_missing_cells(tmp_path, small_study):
 def test_candidates_of_one_batched_call_count_as_one_call(small_study):
     """n candidates sampled in one request share a call_id: one call, its tokens once."""
     results, _, spec = small_study
-    cell_dir = results / "runs/m1/agentic/L1-002/s0/t0"
+    cell_dir = results / "runs/fp32/m1/agentic/L1-002/s0/t0"
     for cand in ("c0", "c1"):
         path = cell_dir / cand / "response.json"
         path.write_text(json.dumps(dict(json.loads(path.read_text()), call_id="batch-1")))
-    final = results / "runs/m1/agentic/L1-002/s0/final.json"
+    final = results / "runs/fp32/m1/agentic/L1-002/s0/final.json"
     final.write_text(json.dumps(dict(json.loads(final.read_text()), llm_calls=1)))
     c = collect(results, spec)
     row = cell(c.cells, "agentic", "L1-002")
@@ -201,7 +201,7 @@ def test_torch_compile_speedups_cancel_drift_between_processes():
 
 def test_without_an_eager_baseline_there_is_no_compile_comparison(small_study):
     results, _, spec = small_study
-    path = results / "baseline" / spec.device / "L1-001.json"
+    path = results / "baseline" / spec.device / "fp32" / "L1-001.json"
     record = json.loads(path.read_text())
     record["modes"]["eager"] = {"status": "failed", "runtime_ms": None, "error": "Timeout"}
     path.write_text(json.dumps(record))
@@ -224,7 +224,7 @@ def test_parallel_comparisons_give_the_same_tables(small_study, monkeypatch):
 
 def test_skipped_and_failed_baseline_modes_say_why(small_study):
     results, _, spec = small_study
-    path = results / "baseline/cpu/L2-001.json"
+    path = results / "baseline/cpu/fp32/L2-001.json"
     record = json.loads(path.read_text())
     record["modes"]["inductor-reduce-overhead"] = {"status": "skipped", "runtime_ms": None, "error": None,
                                                    "reason": "CUDA graphs only"}

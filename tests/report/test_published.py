@@ -7,7 +7,7 @@ import json
 import pytest
 from synthetic import DEVICE_NAME, ResultsWriter, constant, wobbly
 
-from kernelsweep import metrics
+from kernelsweep import layout, metrics
 from kernelsweep.fileio import write_json
 from kernelsweep.profiling import roofline
 from kernelsweep.report import published, speedoflight
@@ -46,7 +46,7 @@ def write_replay(folder, with_verdicts=True):
 
 
 def profile(w, task, flops, nbytes, peak_flops=1e12, peak_bandwidth=1e11):
-    write_json(w.root / "profile" / w.device / f"{task}.json", {
+    write_json(w.root / layout.PROFILE.format(device=w.device, precision="fp32", task=task), {
         "schema": "kernelsweep/profile/1", "status": "ok", "task": task, "device": w.device, "precision": "fp32",
         "device_name": DEVICE_NAME, "flops": {"total": flops, "by_op": {}, "elementwise_estimate": 0},
         "bytes": {"compulsory": nbytes, "per_op_sum": nbytes},

@@ -74,7 +74,7 @@ def test_tidy_tables_round_trip_through_parquet(small_study):
 def test_strict_fails_on_data_problems(small_study):
     results, study, _ = small_study
     assert run_report("--results", results, "--study", study, "--strict").returncode == 0
-    (results / "runs/m1/agentic/L2-001/s0/final.json").write_text("{ truncated")
+    (results / "runs/fp32/m1/agentic/L2-001/s0/final.json").write_text("{ truncated")
     lenient = run_report("--results", results, "--study", study)
     assert lenient.returncode == 0 and "1 data problems (1 left files out)" in lenient.stderr
     assert run_report("--results", results, "--study", study, "--strict").returncode == 1

@@ -193,7 +193,7 @@ def test_wrong_on_variant_counts_as_correct_on_the_task_shape_only(small_study):
     import json
 
     results, _, spec = small_study
-    final = results / "runs/m1/agentic/L1-001/s0/final.json"
+    final = results / "runs/fp32/m1/agentic/L1-001/s0/final.json"
     record = json.loads(final.read_text())
     record["result"].update(category="wrong_on_variant", correct=False, custom_kernel=False, speedup=None,
                             speedup_ci=None, timing_verdict=None, faster=None)

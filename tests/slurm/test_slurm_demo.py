@@ -56,7 +56,7 @@ def verdicts(workdir: Path) -> dict[str, dict]:
 def evaluated_by_the_evaluate_rule(workdir: Path) -> list[Path]:
     """eval.json files outside react cells (…/s{n}/react/ holds the agent's trajectory)."""
     return [p for p in (workdir / "results" / "runs").rglob("eval.json")
-            if "react" not in p.relative_to(workdir / "results" / "runs").parts[3:]
+            if "react" not in p.relative_to(workdir / "results" / "runs").parts[4:]
             and not (p.parents[2] / "react").is_dir()]
 
 

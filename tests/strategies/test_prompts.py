@@ -36,11 +36,11 @@ def profile_file(task_file, tmp_path_factory):
     return path
 
 
-def spec(strategy, role="generator", device="cpu", **flags):
+def spec(strategy, role="generator", device="cpu", precision="fp32", **flags):
     return {"role": role, "key": {"model": "m", "method": strategy, "task": "L0-003", "sample": "0", "turn": "0"},
             "method": resolve_method(strategy, {"strategy": strategy, **flags}),
             "model": {"backend": "replay", "path": "x", "max_tokens": 64, "temperature": 0.0},
-            "device": device, "precision": "fp32", "corpus": None}
+            "device": device, "precision": precision, "corpus": None}
 
 
 def user_text(record):
@@ -57,6 +57,13 @@ def test_zero_shot_has_task_and_example_only(task_file):
     assert record["stopped"] is False and len(record["sha256"]) == 64
 
 
+def test_below_fp32_the_prompt_names_the_dtype_and_tolerance(task_file):
+    fp32 = user_text(build_prompt(spec("zero_shot"), {"task": str(task_file[0])}))
+    assert "evaluated in" not in fp32  # an fp32 prompt is the prompt it was before precision was an axis
+    bf16 = user_text(build_prompt(spec("zero_shot", precision="bf16"), {"task": str(task_file[0])}))
+    assert "evaluated in bf16" in bf16 and "`torch.bfloat16`" in bf16 and "atol = rtol = 0.01" in bf16
+
+
 def test_cuda_prompt_asks_for_cuda_kernels(task_file):
     text = user_text(build_prompt(spec("zero_shot", device="cuda"), {"task": str(task_file[0])}))
     assert "__global__" in text and "cuda_sources" in text and "CUDA kernels" in text
@@ -70,7 +77,7 @@ def test_guided_adds_profile_and_competence_rule(task_file, profile_file):
 
 
 def test_iterative_later_turn_shows_best_code_and_report(task_file, tmp_path):
-    cand = tmp_path / layout.CAND.format(model="m", method="m", task="L1-001", sample=0, turn=0, cand=0)
+    cand = tmp_path / layout.CAND.format(precision="fp32", model="m", method="m", task="L1-001", sample=0, turn=0, cand=0)
     cand.mkdir(parents=True)
     (cand / "candidate.py").write_text("import torch\nclass ModelNew: pass  # marker-123\n")
     (cand / "eval.json").write_text(json.dumps({
@@ -107,7 +114,7 @@ def test_role_prompts(task_file, tmp_path):
     assert "QUERY:" in user_text(analyzer) and analyzer["params"]["n"] == 1
     assert analyzer["params"]["temperature"] == 0.0  # roles sample at the model's temperature
 
-    cand = tmp_path / layout.CAND.format(model="m", method="m", task="L1-001", sample=0, turn=0, cand=0)
+    cand = tmp_path / layout.CAND.format(precision="fp32", model="m", method="m", task="L1-001", sample=0, turn=0, cand=0)
     cand.mkdir(parents=True)
     (cand / "candidate.py").write_text("class ModelNew: pass  # marker-456\n")
     (cand / "eval.json").write_text(json.dumps({"category": "wrong_output", "correct": False, "compiled": True,

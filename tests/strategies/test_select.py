@@ -12,7 +12,7 @@ from kernelsweep.stages.select import select
 
 def write_eval(root: Path, turn: int, cand: int, category: str, speedup=None, custom=True) -> str:
     correct = category in ("correct_faster", "correct_tie", "correct_slower", "no_custom_kernel")
-    path = root / layout.CAND.format(model="m", method="iterative", task="L1-001", sample=0, turn=turn, cand=cand) / layout.EVAL
+    path = root / layout.CAND.format(precision="fp32", model="m", method="iterative", task="L1-001", sample=0, turn=turn, cand=cand) / layout.EVAL
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"category": category, "correct": correct, "compiled": category not in ("no_code", "syntax_error", "compile_error"),
                                 "custom_kernel": custom and correct and category != "no_custom_kernel", "speedup": speedup}))

@@ -77,6 +77,15 @@ def test_unwritable_results_and_missing_replay_are_named(tmp_path):
     assert "FAIL results: cannot write to blocker/results" in proc.stdout
 
 
+def test_results_from_before_precision_was_a_path_part_are_named(tmp_path):
+    (tmp_path / "results/runs/rec/zero_shot").mkdir(parents=True)
+    (tmp_path / "rec.jsonl").write_text("")
+    proc = check(tmp_path, {"rec": {"backend": "replay", "path": "rec.jsonl"}})
+    assert proc.returncode == 1
+    assert "FAIL results: results/runs/rec: results from before precision was a path part" in proc.stdout
+    assert "kernelsweep relayout --results results" in proc.stdout
+
+
 def test_invalid_config_exits_2(tmp_path):
     proc = check(tmp_path, {"bad": {"backend": "openai", "base_url": "http://127.0.0.1:1/v1", "model": "m",
                                     "wait_s": -1}})

@@ -37,6 +37,10 @@ def test_both_shipped_configs_validate():
         (lambda c: c["models"]["gemma270m"].pop("path"), ["config key 'models.gemma270m'", "'path' is a required property"]),
         (lambda c: c["tasks"].update(ids="one-to-ten"), ["config key 'tasks.ids'"]),
         (lambda c: c.update(precision="fp64"), ["config key 'precision'", "'fp32', 'fp16', 'bf16'"]),
+        (lambda c: c.update(precision=["fp32", "fp8"]), ["config key 'precision.1'", "'fp8'", "'fp32', 'fp16', 'bf16'"]),
+        (lambda c: c.update(precision=[]), ["config key 'precision'"]),
+        (lambda c: c.update(precision=["bf16", "bf16"]), ["config key 'precision'", "non-unique"]),
+        (lambda c: c["models"].update(fp16={"backend": "replay", "path": "x"}), ["config key 'models.fp16'"]),
         (lambda c: c["evaluation"].update(equivalence_margin=1.5), ["config key 'evaluation.equivalence_margin'"]),
         (lambda c: c.update(timing_devices=[1]), ["config key 'timing_devices'", "device is 'cpu'"]),
         (lambda c: c.update(device="cuda", timing_devices=["0; rm"]), ["config key 'timing_devices"]),
@@ -101,6 +105,15 @@ def test_study_matrix_of_demo():
     assert study.device == "cpu"
     assert len(study.task_ids) >= 4 and all(t.startswith("L0-") for t in study.task_ids)
     assert len(study.cells()) == len(study.models) * len(study.methods) * len(study.task_ids) * study.samples
+
+
+def test_precision_is_an_axis_and_a_single_name_a_list_of_one():
+    assert load_study(demo_config()).precisions == ["fp32"]
+    study = load_study({**demo_config(), "precision": ["fp32", "bf16"]})
+    assert study.precisions == ["fp32", "bf16"] and study.config["precision"] == ["fp32", "bf16"]
+    cells = study.cells()
+    assert len(cells) == 2 * len(study.models) * len(study.methods) * len(study.task_ids) * study.samples
+    assert {c["precision"] for c in cells} == {"fp32", "bf16"}
 
 
 def test_paper_study_plans_thirty_tasks_offline(monkeypatch):

@@ -119,7 +119,7 @@ def cells(config: Path) -> list[str]:
     """The cells' final.json files: the fault runs' targets (the report and its baselines add
     nothing here and cost a minute; the reference run builds them, rule all)."""
     results = Path(yaml.safe_load(config.read_text())["results"])
-    return [str(results / "runs" / MODEL / "zero_shot" / t / "s0" / "final.json") for t in TASKS]
+    return [str(results / "runs" / "fp32" / MODEL / "zero_shot" / t / "s0" / "final.json") for t in TASKS]
 
 
 def run(config: Path, *targets: str) -> subprocess.CompletedProcess:
@@ -131,7 +131,7 @@ def results_of(results: Path) -> dict:
     """What a study concluded, cell by cell: the answer, the candidate, the verdicts."""
     out = {}
     for task in TASKS:
-        cell = results / "runs" / MODEL / "zero_shot" / task / "s0"
+        cell = results / "runs" / "fp32" / MODEL / "zero_shot" / task / "s0"
         response = json.loads((cell / "t0/c0/response.json").read_text())
         final = json.loads((cell / "final.json").read_text())
         out[task] = {"status": response["status"], "raw_text": response["raw_text"], "seed": response["seed"],
@@ -196,7 +196,7 @@ def test_server_killed_mid_study_then_rerun_equals_uninterrupted(reference, serv
     logs = "".join(p.read_text() for p in (results / "logs/generate").rglob("*.log"))
     assert f"no answer from the server at {s.url}" in logs and "Nothing was recorded" in logs, logs[-3000:]
     assert_no_outage_recorded(results)
-    finals = [t for t in TASKS if (results / "runs" / MODEL / "zero_shot" / t / "s0/final.json").exists()]
+    finals = [t for t in TASKS if (results / "runs" / "fp32" / MODEL / "zero_shot" / t / "s0/final.json").exists()]
     assert len(finals) == 1, finals  # the answered call's cell completed (--keep-going); the others wait
 
     s.start()  # the server is back, on the same port
@@ -248,7 +248,7 @@ def test_generate_job_sigkilled_mid_call_then_rerun_equals_uninterrupted(referen
     results = config.parent / "results"
     assert proc.returncode != 0
     assert_no_outage_recorded(results)
-    missing = [t for t in TASKS if not (results / "runs" / MODEL / "zero_shot" / t / "s0/t0/c0/response.json").exists()]
+    missing = [t for t in TASKS if not (results / "runs" / "fp32" / MODEL / "zero_shot" / t / "s0/t0/c0/response.json").exists()]
     assert killed and set(missing) == killed, (missing, killed)  # killed calls left nothing; the others completed
 
     proc2 = run(config)
@@ -351,7 +351,7 @@ def test_outage_recorded_by_an_earlier_version_is_redone(reference, server):
     and the workflow took the cell for finished. Planning now retires it."""
     config = reference.config
     results = config.parent / "results"
-    c0 = results / "runs" / MODEL / "zero_shot" / "L0-002" / "s0" / "t0" / "c0"
+    c0 = results / "runs" / "fp32" / MODEL / "zero_shot" / "L0-002" / "s0" / "t0" / "c0"
     for name, change in (("response.json", {"status": "failed", "raw_text": None, "extraction": None, "error": {
             "type": "GenerationFailed", "message": "POST http://127.0.0.1:8000/v1/chat/completions failed after 5 "
                                                    "attempt(s): ConnectError: [Errno 111] Connection refused"}}),
@@ -372,7 +372,7 @@ def test_outage_recorded_by_an_earlier_version_is_redone(reference, server):
     assert "Connection refused" in kept.read_text()
 
     # Redoing chosen cells on purpose (README): --forcerun on a response redoes it and what follows.
-    target = results / "runs" / MODEL / "zero_shot" / "L0-001" / "s0" / "t0" / "c0" / "response.json"
+    target = results / "runs" / "fp32" / MODEL / "zero_shot" / "L0-001" / "s0" / "t0" / "c0" / "response.json"
     cmd = snakemake_cmd(config, *cells(config)) + ["-n", "--forcerun", str(target)]
     dry = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
     assert planned(dry) == {"generate_n1": 1, "compile_n1": 1, "evaluate": 1, "select": 1, "final": 1}, \
@@ -385,7 +385,7 @@ def test_server_down_from_the_start_is_named_and_records_nothing(reference, serv
     s = server()  # its port, not listening yet
     config = study(Path(s.state.parent, "study"), s.url)
     results = config.parent / "results"
-    responses = [str(results / "runs" / MODEL / "zero_shot" / t / "s0/t0/c0/response.json") for t in TASKS]
+    responses = [str(results / "runs" / "fp32" / MODEL / "zero_shot" / t / "s0/t0/c0/response.json") for t in TASKS]
     down = subprocess.run(snakemake_cmd(config, *responses), cwd=REPO_ROOT, capture_output=True, text=True,
                           timeout=900)
     assert down.returncode != 0
@@ -399,5 +399,5 @@ def test_server_down_from_the_start_is_named_and_records_nothing(reference, serv
     assert up.returncode == 0, up.stderr[-3000:]
     assert "WARNING" not in up.stderr
     for task in TASKS:
-        record = json.loads((results / "runs" / MODEL / "zero_shot" / task / "s0/t0/c0/response.json").read_text())
+        record = json.loads((results / "runs" / "fp32" / MODEL / "zero_shot" / task / "s0/t0/c0/response.json").read_text())
         assert record["status"] == "ok" and record["raw_text"] == reference[task]["raw_text"]

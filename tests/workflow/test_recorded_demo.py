@@ -63,7 +63,7 @@ def test_recorded_responses_get_their_categories(tmp_path):
                           "iterative": {"strategy": "iterative", "turns": 2}},
               "evaluation": {"trials": 2, "timing_trials": 30, "warmup": 3}}
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
-    runs = tmp_path / "results/runs/recorded-demo"
+    runs = tmp_path / "results/runs/fp32/recorded-demo"
     wanted = {
         ("zero_shot", "L0-001", 0): {"correct_faster", "correct_unstable"},  # timed on a busy machine: may be unstable
         ("zero_shot", "L0-002", 0): {"wrong_output"},

@@ -113,7 +113,7 @@ def finished_study(tmp_path_factory):
 
 
 def final(tmp, method):
-    return json.loads((tmp / "results" / "runs" / "recorded" / method / TASK / "s0" / "final.json").read_text())
+    return json.loads((tmp / "results" / "runs" / "fp32" / "recorded" / method / TASK / "s0" / "final.json").read_text())
 
 
 def test_every_cell_has_its_final_verdict(finished_study):
@@ -126,13 +126,13 @@ def test_every_cell_has_its_final_verdict(finished_study):
     iterative = final(tmp, "iterative")
     assert iterative["best"] == {"turn": 1, "cand": 0}  # the kernel beats the plain rewrite
     assert iterative["candidates_evaluated"] == 2 and iterative["turns_run"] == 2
-    t0 = json.loads((tmp / "results/runs/recorded/iterative" / TASK / "s0/t0/c0/eval.json").read_text())
+    t0 = json.loads((tmp / "results/runs/fp32/recorded/iterative" / TASK / "s0/t0/c0/eval.json").read_text())
     assert t0["category"] == "no_custom_kernel" and t0["correct"]
 
     agentic = final(tmp, "agentic")
     assert agentic["best"] == {"turn": 0, "cand": 1}  # a later broken turn never displaces it
     assert agentic["llm_calls"] == 5  # analyzer, researcher, two generator batches, one feedback
-    runs = tmp / "results/runs/recorded/agentic" / TASK / "s0"
+    runs = tmp / "results/runs/fp32/recorded/agentic" / TASK / "s0"
     categories = [json.loads((runs / f"t{t}/c{c}/eval.json").read_text())["category"] for t in (0, 1) for c in (0, 1)]
     assert categories[0] == "no_code" and categories[2] == "syntax_error" and categories[3] == "no_custom_kernel"
     prompt = json.loads((runs / "t1/prompt.json").read_text())
@@ -157,7 +157,7 @@ def test_second_run_does_nothing(finished_study):
 
 def test_deleting_one_eval_reruns_only_its_dependents(finished_study):
     tmp, config = finished_study
-    target = tmp / "results/runs/recorded/iterative" / TASK / "s0/t1/c0/eval.json"
+    target = tmp / "results/runs/fp32/recorded/iterative" / TASK / "s0/t1/c0/eval.json"
     target.unlink()
     jobs = planned(snakemake(config, "-n"))
     assert jobs == {"evaluate": 1, "select": 1, "final": 1, "report": 1, "all": 1}, jobs

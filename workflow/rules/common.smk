@@ -46,6 +46,11 @@ if workflow.is_main_process:
         )
         for _path, _reason in _RETIRED[:10]:
             print(f"  {_path}: {_reason[:200]}", file=sys.stderr)
+    # Results from before precision was a path part would be recomputed, not found: stop and say so.
+    from kernelsweep import relayout  # noqa: E402
+
+    if relayout.legacy_paths(RES):
+        raise WorkflowError(relayout.legacy_note(RES))
 
 DEVICE = STUDY.device
 METHODS = STUDY.methods
@@ -113,7 +118,7 @@ def cand(path):
 
 
 def cell_log(stage, suffix):
-    """{results}/logs/{stage}/{model}/{method}/{task}/s{sample}/{suffix}"""
+    """{results}/logs/{stage}/{precision}/{model}/{method}/{task}/s{sample}/{suffix}"""
     return res(f"logs/{stage}/{layout.CELL_KEY}/{suffix}")
 
 
@@ -128,7 +133,7 @@ def _alternatives(names):
 wildcard_constraints:
     model=_alternatives(STUDY.models),
     method=_alternatives(METHODS),
-    **layout.WILDCARDS,
+    **{**layout.WILDCARDS, "precision": _alternatives(STUDY.precisions)},
 
 
 def as_json(obj):
@@ -142,7 +147,8 @@ def method_of(wildcards):
 
 def fill(template, wildcards, **values):
     """A path template with the cell's wildcards and the given turn/cand filled in."""
-    known = {k: getattr(wildcards, k) for k in ("model", "method", "task", "sample", "turn") if hasattr(wildcards, k)}
+    known = {k: getattr(wildcards, k) for k in ("precision", "model", "method", "task", "sample", "turn")
+             if hasattr(wildcards, k)}
     return template.format(**{**known, **values})
 
 
@@ -167,7 +173,7 @@ def react_spec(wildcards):
             "task": wildcards.task,
             "sample": int(wildcards.sample),
             "device": DEVICE,
-            "precision": STUDY.config["precision"],
+            "precision": wildcards.precision,
             "evaluation": STUDY.config["evaluation"],
             "profile_timeout_s": STUDY.config["profile"]["timeout_s"],
             "corpus": STUDY.config["corpus"],
@@ -216,11 +222,11 @@ def prompt_spec(wildcards, role):
         {
             "role": role,
             # analyzer and researcher run once, before turn 0: their calls count as turn 0
-            "key": {k: getattr(wildcards, k, "0") for k in ("model", "method", "task", "sample", "turn")},
+            "key": {k: getattr(wildcards, k, "0") for k in ("precision", "model", "method", "task", "sample", "turn")},
             "method": method_of(wildcards),
             "model": MODELS[wildcards.model],
             "device": DEVICE,
-            "precision": STUDY.config["precision"],
+            "precision": wildcards.precision,
             "corpus": STUDY.config["corpus"],
         }
     )
@@ -233,7 +239,7 @@ def role_inputs(wildcards, role=None):
     m = method_of(wildcards)
     found = {"task": res(layout.TASK.format(task=wildcards.task))}
     if m["profile"]:
-        found["profile"] = res(layout.PROFILE.format(device=DEVICE, task=wildcards.task))
+        found["profile"] = res(layout.PROFILE.format(device=DEVICE, precision=wildcards.precision, task=wildcards.task))
     if role is None:
         t = int(wildcards.turn)
         if t > 0:
@@ -286,9 +292,10 @@ def final_inputs(wildcards):
 
 
 def evaluation_args():
+    """The evaluation's settings but its precision (the cell's, a wildcard)."""
     e = STUDY.config["evaluation"]
     return (
-        f"--device {DEVICE} --precision {STUDY.config['precision']} --trials {e['trials']} "
+        f"--device {DEVICE} --trials {e['trials']} "
         f"--timing-trials {e['timing_trials']} --warmup {e['warmup']} --timeout {e['timeout_s']} "
         f"--compile-timeout {e['compile_timeout_s']} --equivalence-margin {e['equivalence_margin']} "
         f"--shape-variants {e['shape_variants']}"
@@ -308,8 +315,16 @@ EVALS = [
     for t in range(METHODS[c["method"]]["turns"])
     for k in range(METHODS[c["method"]]["n"])
 ]
-BASELINES = [res(layout.BASELINE.format(device=DEVICE, task=t)) for t in STUDY.task_ids]
+BASELINES = [
+    res(layout.BASELINE.format(device=DEVICE, precision=p, task=t)) for p in STUDY.precisions for t in STUDY.task_ids
+]
 TASK_FILES = [res(layout.TASK.format(task=t)) for t in STUDY.task_ids]
 REPORT_OUTPUTS = [res(layout.REPORT)]
 REPORT_TABLES = ("headline", "levels", "ablation", "best_of_n", "taxonomy", "per_task")
 REPORT_FIGURES = ("best_of_n", "speedup_cdf", "success_vs_attempts", "success_vs_tokens", "level_heatmap")
+# (figure, file stem): one file per precision in a study of several (kernelsweep.report.build)
+REPORT_FIGURE_FILES = [
+    (name, layout.figure_stem(name, p))
+    for name in REPORT_FIGURES
+    for p in (STUDY.precisions if len(STUDY.precisions) > 1 else [None])
+]

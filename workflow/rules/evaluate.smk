@@ -60,5 +60,6 @@ rule evaluate:
         "TORCH_CUDA_ARCH_LIST={params.arch:q} $KERNELSWEEP_PYTHON -m kernelsweep gpu-slots run {params.slots} --late -- "
         "$KERNELSWEEP_PYTHON -m kernelsweep evaluate-candidate "
         "--candidate {input.candidate} --response {input.response} --build {input.build} "
-        "--reference {input.reference} --task {input.task} {params.args} --build-dir {params.build} "
+        "--reference {input.reference} --task {input.task} --precision {wildcards.precision} {params.args} "
+        "--build-dir {params.build} "
         "--out {output} > {log} 2>&1"

@@ -1,5 +1,6 @@
 # Stages 2-3: the reference's profile (input of guided prompts) and its
-# baselines (eager and torch.compile), measured on the study's device.
+# baselines (eager and torch.compile), measured on the study's device, per
+# precision (the reference cast to fp16 is another program than at fp32).
 
 
 rule profile:
@@ -8,13 +9,12 @@ rule profile:
     output:
         res(layout.PROFILE),
     log:
-        res("logs/profile/{device}/{task}.log"),
+        res("logs/profile/{device}/{precision}/{task}.log"),
     benchmark:
-        res("benchmarks/profile/{device}/{task}.tsv")
+        res("benchmarks/profile/{device}/{precision}/{task}.tsv")
     params:
         peaks=profile_peaks(),
         timeout=STUDY.config["profile"]["timeout_s"],
-        precision=STUDY.config["precision"],
         slots=SLOTS,
     resources:
         **TIMING_RESOURCE,
@@ -22,7 +22,7 @@ rule profile:
         TIMING_ENV
     shell:
         "$KERNELSWEEP_PYTHON -m kernelsweep gpu-slots run {params.slots} -- "
-        "$KERNELSWEEP_PYTHON -m kernelsweep profile {input} --device {wildcards.device} --precision {params.precision} "
+        "$KERNELSWEEP_PYTHON -m kernelsweep profile {input} --device {wildcards.device} --precision {wildcards.precision} "
         "--timeout {params.timeout} {params.peaks} --out {output} > {log} 2>&1"
 
 
@@ -32,14 +32,13 @@ rule baseline:
     output:
         res(layout.BASELINE),
     log:
-        res("logs/baseline/{device}/{task}.log"),
+        res("logs/baseline/{device}/{precision}/{task}.log"),
     benchmark:
-        res("benchmarks/baseline/{device}/{task}.tsv")
+        res("benchmarks/baseline/{device}/{precision}/{task}.tsv")
     params:
         modes=",".join(STUDY.config["baseline"]["modes"]),
         trials=STUDY.config["baseline"]["timing_trials"],
         timeout=STUDY.config["baseline"]["timeout_s"],
-        precision=STUDY.config["precision"],
         slots=SLOTS,
     resources:
         **TIMING_RESOURCE,
@@ -47,6 +46,6 @@ rule baseline:
         TIMING_ENV
     shell:
         "$KERNELSWEEP_PYTHON -m kernelsweep gpu-slots run {params.slots} -- "
-        "$KERNELSWEEP_PYTHON -m kernelsweep baseline-task {input} --device {wildcards.device} --precision {params.precision} "
+        "$KERNELSWEEP_PYTHON -m kernelsweep baseline-task {input} --device {wildcards.device} --precision {wildcards.precision} "
         "--modes {params.modes} --timing-trials {params.trials} --timeout {params.timeout} "
         "--out {output} > {log} 2>&1"

@@ -30,8 +30,8 @@ rule report:
             for name in REPORT_TABLES
         ],
         figures=[
-            report(res(f"report/figures/{name}.svg"), caption=f"../report/figure_{name}.rst", category="Figures")
-            for name in REPORT_FIGURES
+            report(res(f"report/figures/{stem}.svg"), caption=f"../report/figure_{name}.rst", category="Figures")
+            for name, stem in REPORT_FIGURE_FILES
         ],
     log:
         res("logs/report.log"),

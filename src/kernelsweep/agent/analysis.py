@@ -84,14 +84,15 @@ def cell_row(final: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, 
 
 
 def collect(results: Path, models: list[str], methods: list[str], tasks: list[str], samples: int,
-            pages: Path | None = None) -> pd.DataFrame:
-    """One row per finished react cell; with `pages`, each trajectory's HTML page is written there."""
+            pages: Path | None = None, precision: str = "fp32") -> pd.DataFrame:
+    """One row per finished react cell at `precision`; with `pages`, each trajectory's HTML page is written there."""
     rows = []
     for model in models:
         for method in methods:
             for task in tasks:
                 for s in range(samples):
-                    where = layout.CELL_KEY.format(model=model, method=method, task=task, sample=s)
+                    where = layout.CELL_KEY.format(precision=precision, model=model, method=method, task=task,
+                                                   sample=s)
                     cell = results / layout.RUNS / where
                     if not (cell / layout.FINAL).exists() or not (cell / layout.REACT_TRACE).exists():
                         continue
@@ -218,33 +219,43 @@ def _markdown(frame: pd.DataFrame) -> str:
 
 
 def build(results: Path, out: Path, models: list[str], methods: dict[str, dict[str, Any]], tasks: list[str],
-          samples: int) -> str:
-    """Write report/react/… and return the REPORT.md section ('' without react methods)."""
+          samples: int, precisions: list[str] | tuple[str, ...] = ("fp32",)) -> str:
+    """Write report/react/… (report/react/{precision}/… in a study of several precisions)
+    and return the REPORT.md section ('' without react methods)."""
     names = react_methods(methods)
     if not names:
         return ""
-    folder = out / "react"
-    cells = collect(results, models, names, tasks, samples, pages=folder / "trajectories")
+    several = len(precisions) > 1
     lines = ["## react: the tool-using agent", ""]
+    for precision in precisions:
+        where = f"react/{precision}" if several else "react"
+        cells = collect(results, models, names, tasks, samples, pages=out / where / "trajectories", precision=precision)
+        lines += ([f"### {precision}", ""] if several else []) + _section(cells, out, where, "####" if several else "###")
+    return "\n".join(lines)
+
+
+def _section(cells: pd.DataFrame, out: Path, where: str, heading: str) -> list[str]:
+    """One precision's react tables and figures, written under out/where."""
     if cells.empty:
-        return "\n".join(lines + ["No react cell has finished yet.", ""])
+        return ["No react cell has finished yet.", ""]
+    folder = out / where
     tables = {"success_by_submissions": success_by_submissions(cells), "tokens_by_outcome": tokens_by_outcome(cells),
               "speedup_of_successes": speedup_quantiles(cells), "per_model": per_model(cells),
               "tool_adoption": tool_adoption(cells), "guard_firings": guard_firings(cells)}
     write_atomic(folder / "cells.csv", cells.to_csv(index=False))
-    lines += [f"{len(cells)} finished react cells. Success: the result compiled and is correct with a custom "
-              "kernel (no speedup required), as in the failure study. Trajectories: `react/index.html`.", ""]
+    lines = [f"{len(cells)} finished react cells. Success: the result compiled and is correct with a custom "
+             f"kernel (no speedup required), as in the failure study. Trajectories: `{where}/index.html`.", ""]
     for name, frame in tables.items():
         write_atomic(folder / f"{name}.csv", frame.to_csv(index=False))
-        lines += [f"### {name.replace('_', ' ')}", "", _markdown(frame), ""]
+        lines += [f"{heading} {name.replace('_', ' ')}", "", _markdown(frame), ""]
     flagged = cells[cells.broken_record.notna()]
-    lines += [f"### broken record (the same failing line or error in ≥ {BROKEN_RECORD_MIN} failed attempts)", ""]
+    lines += [f"{heading} broken record (the same failing line or error in ≥ {BROKEN_RECORD_MIN} failed attempts)", ""]
     lines += [_markdown(flagged[["model", "method", "task", "sample", "broken_record", "broken_record_count",
                                  "stop_reason"]]) if len(flagged) else "No cell flagged.", ""]
     for name in _figures(cells, folder / "figures"):
-        lines += [f"![{name}](react/figures/{name}.svg)", ""]
+        lines += [f"![{name}]({where}/figures/{name}.svg)", ""]
     write_atomic(folder / "index.html", _index(cells))
-    return "\n".join(lines)
+    return lines
 
 
 def _index(cells: pd.DataFrame) -> str:

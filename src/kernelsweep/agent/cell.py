@@ -34,7 +34,7 @@ from kernelsweep.fileio import dumps, read_json, sha256_text, write_atomic, writ
 from kernelsweep.models import ModelSetupError
 from kernelsweep.models.records import RESPONSE_SCHEMA
 from kernelsweep.prompting.strategies import KERNEL_LANGUAGE, sampling_params
-from kernelsweep.prompting.templates import example_candidate, render
+from kernelsweep.prompting.templates import device_note, example_candidate, render
 
 # Spec keys that change what a trajectory is; where it runs (slots, build cache) does not.
 TRAJECTORY_KEYS = ("model", "model_spec", "method", "method_flags", "task", "sample", "device", "precision",
@@ -54,7 +54,7 @@ def start_record(spec: dict[str, Any], task: dict[str, Any], native: bool, allow
     manual = render("react_native_protocol.md") if native else render("react_text_protocol.md")
     system = render("react_system.md", kernel_language=KERNEL_LANGUAGE[device],
                     tools=protocol.text_manual(allowed), protocol=manual)
-    user = render("react_task.md", reference=task["code"].strip(), device_note=render(f"device_{device}.md"),
+    user = render("react_task.md", reference=task["code"].strip(), device_note=device_note(device, spec["precision"]),
                   example=example_candidate(device))
     identity = {k: spec[k] for k in TRAJECTORY_KEYS}
     return {"kind": "start", "schema": trace.SCHEMA, "config_sha256": sha256_text(dumps(identity)),
@@ -93,7 +93,7 @@ def finalize(spec: dict[str, Any], state: State, records: list[dict[str, Any]], 
     result = None
     if chosen is not None:
         folder = Path(chosen["folder"])
-        result = {**chosen["eval"], "cell": {**{k: spec[k] for k in ("model", "method", "task", "sample")},
+        result = {**chosen["eval"], "cell": {**{k: spec[k] for k in ("model", "method", "task", "sample", "precision")},
                                             "turn": 0, "cand": 0},
                   "react": {"submission": chosen["index"], "step": chosen["step"], "attempt": folder.name}}
         chosen_dir = layout.cand_dir(cell_dir, 0, 0)
@@ -107,6 +107,7 @@ def finalize(spec: dict[str, Any], state: State, records: list[dict[str, Any]], 
         "schema": "kernelsweep/final/1",
         "model": spec["model"], "method": spec["method"], "task": task,
         "level": int(task[1]) if task[1].isdigit() else None, "sample": int(spec["sample"]),
+        "precision": spec["precision"],
         "status": "evaluated" if result else "no_candidate",
         "best": {"turn": 0, "cand": 0} if result else None,
         "result": result,

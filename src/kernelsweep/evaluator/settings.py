@@ -14,7 +14,8 @@ HARNESS_VERSION = "kernelsweep-evaluator/2"
 
 DEVICES = ("cpu", "cuda")
 
-# Absolute and relative tolerance per precision (fp32 as KernelBench).
+# Absolute and relative tolerance per precision: KernelBench's (get_tolerance_for_precision,
+# atol = rtol); docs/taxonomy.md, "Precision", has the table and where casting differs.
 TOLERANCES: dict[str, tuple[float, float]] = {
     "fp32": (1e-4, 1e-4),
     "fp16": (1e-2, 1e-2),

@@ -13,7 +13,7 @@ from kernelsweep import layout
 from kernelsweep.prompting.distill import distill
 from kernelsweep.fileio import dumps, read_json, sha256_text
 from kernelsweep.study import ROLES
-from kernelsweep.prompting.templates import example_candidate, render
+from kernelsweep.prompting.templates import device_note, example_candidate, render
 
 KERNEL_LANGUAGE = {"cuda": "CUDA kernels", "cpu": "C++ kernels"}
 QUERY_LINE = re.compile(r"^\s*(?:[-*\d.)\s]*)QUERY:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
@@ -109,7 +109,7 @@ def build_prompt(spec: Mapping[str, Any], inputs: Mapping[str, str]) -> dict[str
         if previous and previous.get("stop"):
             record.update(stopped=True, stop_reason=previous.get("stop_reason"), messages=[])
             return _finish(record)
-        sections = [render("task.md", device_note=render(f"device_{device}.md"),
+        sections = [render("task.md", device_note=device_note(device, spec.get("precision", "fp32")),
                            example=example_candidate(device), **common)]
         if method.get("competence_rule"):
             sections.append(render("competence.md"))

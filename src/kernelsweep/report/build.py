@@ -10,11 +10,12 @@ from pathlib import Path
 import pandas as pd
 
 from kernelsweep.fileio import write_atomic
+from kernelsweep.layout import figure_stem
 from kernelsweep.report import document
 from kernelsweep.report.collect import Collection, collect
 from kernelsweep.report.figures import build_figures, save_figure
 from kernelsweep.report.spec import ReportInputError, StudySpec
-from kernelsweep.report.tables import Table, build_tables, write_table
+from kernelsweep.report.tables import Table, build_tables, by_precision, write_table
 
 
 @dataclass
@@ -46,24 +47,30 @@ def extra_tables(results: Path, collection: Collection) -> list[Table]:
 
 def build_report(results: str | Path, out: str | Path, spec: StudySpec, jobs: int = 1) -> ReportResult:
     """Every report file under `out` from the raw files under `results`; `jobs`
-    processes share the torch.compile comparisons."""
+    processes share the torch.compile comparisons. A study of several precisions
+    gets every table broken down by precision and each figure once per precision."""
     results, out = Path(results), Path(out)
     if not results.is_dir():
         raise ReportInputError(f"results folder not found: {results}")
     collection = collect(results, spec, jobs)
     files = _write_frame(collection.candidates, out, "candidates") + _write_frame(collection.cells, out, "cells")
-    tables = build_tables(collection.cells, collection.candidates, spec)
-    tables += extra_tables(results, collection)
+    several = len(spec.precisions) > 1
+    per_precision = {}
+    for part in collection.by_precision():
+        tables = build_tables(part.cells, part.candidates, part.spec) + extra_tables(results, part)
+        per_precision[part.spec.precision] = tables
+        data = {table.name: table.data for table in tables}
+        for name, draw in build_figures(data, part.cells, part.candidates, part.spec).items():
+            files += save_figure(draw(), out / "figures", figure_stem(name, part.spec.precision if several else None))
+    tables = by_precision(per_precision) if several else next(iter(per_precision.values()))
     for table in tables:
         files += write_table(table, out / "tables")
-    data = {table.name: table.data for table in tables}
-    for name, draw in build_figures(data, collection.cells, collection.candidates, spec).items():
-        files += save_figure(draw(), out / "figures", name)
     report = out / "REPORT.md"
     text = document.render(collection, tables, str(results))
     # The react strategy's own analysis (trajectories, guards, tools), from its traces.
     from kernelsweep.agent import analysis
 
-    react = analysis.build(results, out, list(spec.models), spec.methods, [t.id for t in spec.tasks], spec.samples)
+    react = analysis.build(results, out, list(spec.models), spec.methods, [t.id for t in spec.tasks], spec.samples,
+                           list(spec.precisions))
     write_atomic(report, text + ("\n" + react if react else ""))
     return ReportResult(collection, files + [report])

@@ -25,7 +25,7 @@ FINAL_STATUSES = ("evaluated", "no_candidate", "generation_failed")
 FAILED_STATUSES = ("no_candidate", "generation_failed")
 ENVIRONMENT_KEYS = ("device_name", "driver", "torch", "cuda", "python")
 
-KEY_COLUMNS = ["model", "method", "task", "level", "sample"]
+KEY_COLUMNS = ["precision", "model", "method", "task", "level", "sample"]
 OUTCOME_COLUMNS = ["category", "compiled", "correct", "custom_kernel", "kernel_success", "plain_pytorch_correct",
                    "correct_task_shape"]
 
@@ -47,7 +47,14 @@ class Collection:
     baselines: dict[str, Baseline]
     environments: list[dict[str, Any]]  # distinct eval environments with their counts
     problems: list[Problem] = field(default_factory=list)
-    unexpected_runs: list[str] = field(default_factory=list)  # model/method folders not in the study
+    unexpected_runs: list[str] = field(default_factory=list)  # precision/model/method folders not in the study
+    # A study of several precisions: each precision's own collection (its baselines
+    # and environments are its own); the frames above hold them all.
+    slices: dict[str, Collection] = field(default_factory=dict)
+
+    def by_precision(self) -> list[Collection]:
+        """One collection per precision of the study (this one itself when it has one)."""
+        return list(self.slices.values()) or [self]
 
 
 def candidate_columns(spec: StudySpec) -> list[str]:
@@ -170,7 +177,7 @@ class _Collector:
     def _baselines(self) -> dict[str, Baseline]:
         found = {}
         for task in self.spec.tasks:
-            path = self.results / layout.BASELINE.format(device=self.spec.device, task=task.id)
+            path = self.results / self._baseline_path(task.id)
             record = self.reader.read(path)
             if record is None:
                 continue
@@ -186,6 +193,9 @@ class _Collector:
                                              "torch.compile comparisons, anchored on it, are left out", "excluded"))
             found[task.id] = baseline
         return found
+
+    def _baseline_path(self, task: str) -> str:
+        return layout.BASELINE.format(device=self.spec.device, precision=self.spec.precision, task=task)
 
     def _task_hashes(self) -> dict[str, str | None]:
         hashes = {}
@@ -229,7 +239,7 @@ class _Collector:
             return baseline
         self.mismatched_tasks.add(task)
         self.problems.append(Problem(
-            str(self.results / layout.BASELINE.format(device=self.spec.device, task=task)),
+            str(self.results / self._baseline_path(task)),
             f"baseline measured on {baseline.device_name!r} but candidates ran on {device_name!r}; "
             "the task's torch.compile comparisons are left out", "excluded"))
         return None
@@ -241,8 +251,9 @@ class _Collector:
 
     def cell(self, model: str, method: str, task: str, sample: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         level = self.spec.task(task).level
-        key = {"model": model, "method": method, "task": task, "level": level, "sample": sample}
-        cell_dir = self.results / layout.CELL.format(model=model, method=method, task=task, sample=sample)
+        key = {"precision": self.spec.precision, "model": model, "method": method, "task": task, "level": level,
+               "sample": sample}
+        cell_dir = self.results / layout.CELL.format(**key)
         final_path = cell_dir / layout.FINAL
         final = self.reader.read(final_path)
         status = self._status(final, final_path, key)
@@ -287,7 +298,7 @@ class _Collector:
     def _status(self, final: Mapping[str, Any] | None, path: Path, key: Mapping[str, Any]) -> str:
         if final is None:
             return "unreadable" if path.exists() else "missing"
-        for field_name in ("model", "method", "task", "sample"):
+        for field_name in ("model", "method", "task", "sample", "precision"):
             if field_name in final and final[field_name] != key[field_name]:
                 self.problems.append(Problem(str(path), f"final.json says {field_name}={final[field_name]!r} but lies "
                                              f"in the folder of {key[field_name]!r}; left out", "excluded"))
@@ -374,19 +385,51 @@ class _Collector:
             self.problems.append(Problem(str(path), "some model calls have no token usage; token totals are a "
                                          "lower bound"))
 
-    def unexpected_runs(self) -> list[str]:
-        runs = self.results / layout.RUNS
-        if not runs.is_dir():
-            return []
-        return sorted(f"{model.name}/{method.name}" for model in runs.iterdir() if model.is_dir()
-                      for method in model.iterdir() if method.is_dir()
-                      if model.name not in self.spec.models or method.name not in self.spec.methods)
+
+
+def unexpected_runs(results: Path, spec: StudySpec) -> list[str]:
+    """Folders under runs/ that no cell of the study reads: another precision, model or method."""
+    runs = results / layout.RUNS
+    found = []
+    for precision in sorted(runs.iterdir()) if runs.is_dir() else []:
+        if not precision.is_dir():
+            continue
+        if precision.name not in spec.precisions:
+            found.append(precision.name)
+            continue
+        found += sorted(f"{precision.name}/{model.name}/{method.name}" for model in precision.iterdir()
+                        if model.is_dir() for method in model.iterdir() if method.is_dir()
+                        if model.name not in spec.models or method.name not in spec.methods)
+    return found
 
 
 def collect(results: str | Path, spec: StudySpec, jobs: int = 1) -> Collection:
-    """Read every expected cell of the study from `results` (docs/results.md);
-    `jobs` processes compute the torch.compile comparisons."""
-    collector = _Collector(Path(results), spec)
+    """Read every expected cell of the study from `results` (docs/results.md), precision
+    by precision; `jobs` processes compute the torch.compile comparisons."""
+    slices = {p: _collect_precision(Path(results), spec.at(p), jobs) for p in spec.precisions}
+    if len(slices) == 1:
+        return next(iter(slices.values()))
+    parts = list(slices.values())
+    environments: Counter = Counter()
+    for part in parts:
+        for env in part.environments:
+            environments[tuple(env[k] for k in ENVIRONMENT_KEYS)] += env["evaluations"]
+    return Collection(
+        spec=spec,
+        candidates=pd.concat([c.candidates for c in parts], ignore_index=True),
+        cells=pd.concat([c.cells for c in parts], ignore_index=True),
+        baselines={},  # per precision: slices[p].baselines
+        environments=[dict(zip(ENVIRONMENT_KEYS, env), evaluations=n)
+                      for env, n in sorted(environments.items(), key=lambda kv: -kv[1])],
+        problems=[p for c in parts for p in c.problems],
+        unexpected_runs=unexpected_runs(Path(results), spec),
+        slices=slices,
+    )
+
+
+def _collect_precision(results: Path, spec: StudySpec, jobs: int) -> Collection:
+    """collect() for a study, or a slice of a study, of one precision."""
+    collector = _Collector(results, spec)
     cells, candidates = [], []
     for model, method, task, sample in spec.expected_cells():
         cell, cands = collector.cell(model, method, task, sample)
@@ -410,5 +453,5 @@ def collect(results: str | Path, spec: StudySpec, jobs: int = 1) -> Collection:
         baselines=collector.baselines,
         environments=environments,
         problems=problems,
-        unexpected_runs=collector.unexpected_runs(),
+        unexpected_runs=unexpected_runs(results, spec),
     )

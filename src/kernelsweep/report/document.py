@@ -11,7 +11,8 @@ import pandas as pd
 import yaml
 from tabulate import tabulate
 
-from kernelsweep import metrics
+from kernelsweep import layout, metrics
+from kernelsweep.layout import figure_stem
 from kernelsweep.report.collect import FAILED_STATUSES, Collection
 from kernelsweep.report.figures import FIGURES
 from kernelsweep.report.tables import Table, to_markdown
@@ -30,13 +31,18 @@ def _study_section(c: Collection, results: str) -> list[str]:
     levels = Counter(t.level for t in spec.tasks)
     lines = [
         "## Study", "",
-        f"- Target device: `{spec.device}`, precision `{spec.precision}`.",
+        f"- Target device: `{spec.device}`, precision "
+        + (f"`{spec.precision}`." if len(spec.precisions) == 1 else
+           f"{', '.join(f'`{p}`' for p in spec.precisions)} (an axis: every table below is broken down by "
+           "precision; each precision has its own baselines and profiles)."),
         f"- Tasks: {len(spec.tasks)} ({', '.join(f'level {lv}: {n}' for lv, n in sorted(levels.items()))}); "
         f"samples per cell: {spec.samples}; task size scale: {spec.task_scale:g} (`tasks.scale`: every task's size "
         f"constants times this, docs/taxonomy.md); shape variants per evaluation: {spec.shape_variants} "
         "(`evaluation.shape_variants`).",
-        f"- Expected cells (models x methods x tasks x samples): {len(spec.models)} x {len(spec.methods)} x "
-        f"{len(spec.tasks)} x {spec.samples} = {len(cells)}.",
+        *([f"- Expected cells (models x methods x tasks x samples): {len(spec.models)} x {len(spec.methods)} x "
+           f"{len(spec.tasks)} x {spec.samples} = {len(cells)}."] if len(spec.precisions) == 1 else
+          [f"- Expected cells (precisions x models x methods x tasks x samples): {len(spec.precisions)} x "
+           f"{len(spec.models)} x {len(spec.methods)} x {len(spec.tasks)} x {spec.samples} = {len(cells)}."]),
         f"- Cells with a final result: {with_result} ({status.get('evaluated', 0)} evaluated, "
         + ", ".join(f"{status.get(s, 0)} {s}" for s in FAILED_STATUSES) + "); "
         f"missing: {status.get('missing', 0)}; unreadable: {status.get('unreadable', 0)} "
@@ -87,28 +93,31 @@ DEFINITIONS = """## How to read the numbers
 """
 
 
-def _figures_section() -> list[str]:
+def _figures_section(precisions: tuple[str, ...]) -> list[str]:
     lines = ["## Figures", ""]
+    several = len(precisions) > 1
     for name, caption in FIGURES.items():
-        lines += [f"### {caption}", "", f"![{caption}](figures/{name}.png)", "",
-                  f"([SVG](figures/{name}.svg))", ""]
+        for precision in precisions if several else (None,):
+            title, stem = (f"{caption} ({precision})" if precision else caption), figure_stem(name, precision)
+            lines += [f"### {title}", "", f"![{title}](figures/{stem}.png)", "", f"([SVG](figures/{stem}.svg))", ""]
     return lines
 
 
-def _cell_id(row: dict[str, Any]) -> str:
-    return f"{row['model']}/{row['method']}/{row['task']}/s{row['sample']}"
+def _cell_id(row: dict[str, Any], several: bool) -> str:
+    """A cell as the report names it: its folder under runs/ (without the precision in a study of one)."""
+    return layout.CELL_KEY.format(**row) if several else layout.CELL_KEY.split("/", 1)[1].format(**row)
 
 
 def _cells_section(c: Collection) -> list[str]:
     lines = ["## Missing and failed cells", ""]
-    rows = c.cells.to_dict("records")
+    rows, several = c.cells.to_dict("records"), len(c.spec.precisions) > 1
     missing = [r for r in rows if r["status"] in ("missing", "unreadable")]
     failed = [r for r in rows if r["status"] in FAILED_STATUSES]
     lines += [f"Missing (left out of every denominator): {len(missing)}.", ""]
-    lines += [f"- `{_cell_id(r)}`: " + ("no final.json" if r["status"] == "missing" else "final.json unreadable or "
+    lines += [f"- `{_cell_id(r, several)}`: " + ("no final.json" if r["status"] == "missing" else "final.json unreadable or "
                                         "inconsistent (see data checks)") for r in missing]
     lines += ["", f"Failed without an evaluated candidate (counted as not successful): {len(failed)}.", ""]
-    lines += [f"- `{_cell_id(r)}`: {r['status']}" for r in failed]
+    lines += [f"- `{_cell_id(r, several)}`: {r['status']}" for r in failed]
     return lines + [""]
 
 
@@ -123,6 +132,18 @@ def _checks_section(c: Collection) -> list[str]:
     return lines + [""]
 
 
+def _per_precision(c: Collection, section) -> list[str]:
+    """A section once per precision (a subheading each) in a study of several."""
+    parts = c.by_precision()
+    if len(parts) == 1:
+        return section(c)
+    lines = []
+    for part in parts:
+        body = section(part)
+        lines += [f"{body[0]} ({part.spec.precision})", *body[1:]]
+    return lines
+
+
 def _environment_section(c: Collection) -> list[str]:
     lines = ["## Hardware and software", "", "From the provenance of every evaluation:", ""]
     if c.environments:
@@ -132,7 +153,7 @@ def _environment_section(c: Collection) -> list[str]:
                       "devices are not comparable."]
     else:
         lines.append("_no evaluation found_")
-    lines += ["", "torch.compile baselines (`baseline/{device}/{task}.json`):", ""]
+    lines += ["", f"torch.compile baselines (`{layout.BASELINE}`):", ""]
     rows = []
     for task in c.spec.tasks:
         baseline = c.baselines.get(task.id)
@@ -195,11 +216,11 @@ def render(c: Collection, tables: list[Table], results: str) -> str:
     lines += DEFINITIONS.format(margin=c.spec.equivalence_margin, variants=c.spec.shape_variants).splitlines() + [""]
     for table in tables:
         lines += [to_markdown(table, heading="##"), ""]
-    lines += _figures_section()
+    lines += _figures_section(c.spec.precisions)
     lines += _cells_section(c)
     lines += _checks_section(c)
-    lines += _environment_section(c)
-    lines += _drift_section(c)
+    lines += _per_precision(c, _environment_section)
+    lines += _per_precision(c, _drift_section)
     lines += _files_section()
     lines += _config_section(c)
     return "\n".join(lines).rstrip() + "\n"

@@ -5,7 +5,7 @@ method is, and which methods form the component ablation and the best-of-n sweep
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
@@ -33,7 +33,7 @@ class Ablation:
 @dataclass(frozen=True)
 class StudySpec:
     device: str
-    precision: str
+    precisions: tuple[str, ...]  # the study's precisions, an axis; `at` gives one precision's slice
     models: dict[str, dict[str, Any]]
     methods: dict[str, dict[str, Any]]
     tasks: tuple[Task, ...]
@@ -41,6 +41,19 @@ class StudySpec:
     baseline_modes: tuple[str, ...] = DEFAULT_BASELINE_MODES
     ablation_base: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def precision(self) -> str:
+        """The precision of a study (or a slice, `at`) of one precision."""
+        if len(self.precisions) != 1:
+            raise ValueError(f"the study has {len(self.precisions)} precisions; take one with at()")
+        return self.precisions[0]
+
+    def at(self, precision: str) -> StudySpec:
+        """The study restricted to one of its precisions."""
+        if precision not in self.precisions:
+            raise ValueError(f"{precision!r} is not a precision of the study ({', '.join(self.precisions)})")
+        return replace(self, precisions=(precision,))
 
     @property
     def task_scale(self) -> float:
@@ -80,7 +93,7 @@ class StudySpec:
         return {t.id: t for t in self.tasks}
 
     def expected_cells(self) -> list[tuple[str, str, str, int]]:
-        """(model, method, task, sample) for every cell of the matrix, in a stable order."""
+        """(model, method, task, sample) for every cell of the matrix, in a stable order (at each precision)."""
         return [(model, method, task.id, s)
                 for model in self.models for method in self.methods
                 for task in self.tasks for s in range(self.samples)]
@@ -189,12 +202,16 @@ def parse_study(data: Any, where: str = "study") -> StudySpec:
     modes = data.get("baseline_modes", list(DEFAULT_BASELINE_MODES))
     if not isinstance(modes, list) or not all(isinstance(m, str) for m in modes):
         raise ReportInputError(f"{where}: 'baseline_modes' must be a list of mode names")
+    precisions = data.get("precisions", data.get("precision", "fp32"))  # "precision": a manifest from before
+    precisions = [precisions] if isinstance(precisions, str) else precisions
+    if not isinstance(precisions, list) or not precisions or not all(isinstance(p, str) for p in precisions):
+        raise ReportInputError(f"{where}: 'precisions' must be a non-empty list of precision names")
     base = data.get("ablation_base")
     if base is not None and not isinstance(base, str):
         raise ReportInputError(f"{where}: 'ablation_base' must be a method name")
     return StudySpec(
         device=_require(data, "device", str, where),
-        precision=str(data.get("precision", "fp32")),
+        precisions=tuple(dict.fromkeys(precisions)),
         models=models,
         methods=methods,
         tasks=tuple(tasks),

@@ -39,7 +39,7 @@ def bounds(results: Path, collection: Collection) -> dict[str, dict[str, Any]]:
     spec = collection.spec
     out = {}
     for task in spec.tasks:
-        record = _read(results / layout.PROFILE.format(device=spec.device, task=task.id))
+        record = _read(results / layout.PROFILE.format(device=spec.device, precision=spec.precision, task=task.id))
         out[task.id] = profile_bound_time_s(record) if record else {"seconds": None, "reason": "no profile file"}
     return out
 

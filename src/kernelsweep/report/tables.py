@@ -319,6 +319,20 @@ def build_tables(cells: pd.DataFrame, candidates: pd.DataFrame, spec: StudySpec)
             taxonomy(cells, candidates, spec), per_task(cells, spec)]
 
 
+def by_precision(tables: dict[str, list[Table]]) -> list[Table]:
+    """One table per name from each precision's tables (a study of several precisions):
+    a part per precision and part, and the numbers with a `precision` column first."""
+    merged: dict[str, Table] = {}
+    for precision, found in tables.items():
+        for table in found:
+            into = merged.setdefault(table.name, Table(table.name, table.title, table.note, pd.DataFrame()))
+            into.data = pd.concat([into.data, table.data.assign(precision=precision)[
+                ["precision", *table.data.columns]]], ignore_index=True)
+            into.parts += [Part(f"{precision}: {part.title}" if part.title else precision, part.frame, part.empty_note)
+                           for part in table.parts]
+    return list(merged.values())
+
+
 # --- writing ----------------------------------------------------------------
 
 def to_markdown(table: Table, heading: str = "#") -> str:

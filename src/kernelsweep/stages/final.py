@@ -25,6 +25,7 @@ def finalize(cell: Key, selection: dict[str, Any], responses: list[dict[str, Any
         "task": cell.task,
         "level": parse_task_id(cell.task)[0],
         "sample": cell.sample,
+        "precision": cell.precision,
         "status": "evaluated" if best else "no_candidate",
         "best": {"turn": best["turn"], "cand": best["cand"]} if best else None,
         "result": selection.get("best_eval"),

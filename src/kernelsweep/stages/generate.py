@@ -241,6 +241,6 @@ def main(args) -> int:
         return 3
     # A full disk (exit 4) is named by kernelsweep.cli, for every subcommand.
     key = prompt["key"]
-    where = f"{layout.CELL_KEY}/{layout.TURN_DIR}".format(**key)
+    where = f"{layout.CELL_KEY}/{layout.TURN_DIR}".format(**{"precision": "?", **key})  # "?": a key from before precision
     print(f"{args.out_dir}: {prompt['role']} {where} -> {status}")
     return 0

@@ -7,6 +7,7 @@ import json
 from typing import Any, Mapping
 
 from kernelsweep.fileio import read_json, write_json
+from kernelsweep.study import precisions_of
 
 
 def manifest(config: Mapping[str, Any], tasks: list[Mapping[str, Any]]) -> dict[str, Any]:
@@ -18,7 +19,7 @@ def manifest(config: Mapping[str, Any], tasks: list[Mapping[str, Any]]) -> dict[
         "device": config["device"],
         "methods": config["methods"],
         "models": config["models"],
-        "precision": config["precision"],
+        "precisions": precisions_of(config["precision"]),
         "samples": int(config["samples"]),
         "tasks": [{k: task[k] for k in ("id", "level", "name")} for task in tasks],
     }
