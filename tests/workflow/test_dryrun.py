@@ -34,6 +34,12 @@ def test_demo_dry_run_lists_every_stage(tmp_path):
     # the embedded model is prepared once per checkout: planned only while its checkpoint is absent
     prepared = (REPO_ROOT / "models" / "gemma3-270m" / ".kernelsweep-prepared").exists()
     assert counts.get("prepare_model", 0) == (0 if prepared else 1), counts
+    # the model's preparation and its calls go first: they are the run's long pole
+    jobs = {m.group(1): m.group(2) for m in re.finditer(r"^rule (\w+):\n((?:    .*\n)+)", proc.stdout, re.M)}
+    if not prepared:
+        assert "priority: 100" in jobs["prepare_model"]
+    assert all("priority: 10" in jobs[rule] for rule in ("generate_n1", "generate_n2", "analyze", "research", "react"))
+    assert "priority" not in jobs["evaluate"]
     # two rows (gemma270m and the recorded responses), each:
     # zero_shot + guided: 1 turn x 1 candidate; iterative: 2 turns x 1; agentic: 1 turn x 2 candidates
     assert counts["evaluate"] == 2 * tasks * (1 + 1 + 2 + 2)
