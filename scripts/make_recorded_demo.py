@@ -1,5 +1,6 @@
 """Writes src/kernelsweep/demo_tasks/recorded/<method>.jsonl: the demo's recorded
-responses (written by hand, not by a model) for the four demo tasks, in the
+responses (written by hand, not by a model) for the four demo tasks (the demo
+config runs L0-001 and L0-003, which between them show every family), in the
 replay format (kernelsweep.models.replay). Run it after editing a source below:
     python scripts/make_recorded_demo.py
 Each source is a family a real study meets; the category each one gets on the
@@ -199,6 +200,10 @@ class ModelNew(nn.Module):
     def forward(self, x):
         return ext.linear_gelu_scale(x, self.linear.weight, self.linear.bias, self.out_scale)
 '''
+# the same pass without the scale: wrong output (the GEMM and GELU are right)
+GEMM_WRONG = GEMM_EPILOGUE.replace(" * s;\n", ";\n", 1).replace('"demo_gemm_gelu"', '"demo_gemm_gelu_noscale"', 1)
+assert GEMM_WRONG.count("demo_gemm_gelu_noscale") == 1 and " * s;" not in GEMM_WRONG
+
 
 # --- L0-004 Conv3x3_ReLU_MaxPool --------------------------------------------------
 
@@ -279,6 +284,7 @@ R = {
     "rms_wrong": reply("A C++ row loop: sum of squares, then normalise and apply the gain.", RMS_WRONG),
     "gemm_plain": reply("Fold the bias into addmm and apply GELU in place.", GEMM_PLAIN),
     "gemm": reply("Keep the GEMM in BLAS and fuse GELU and the scale into one pass over its output.", GEMM_EPILOGUE),
+    "gemm_noscale": reply("Keep the GEMM in BLAS and apply GELU in one pass over its output.", GEMM_WRONG),
     "conv": reply("A direct convolution with ReLU and pooling fused, no intermediate tensors.", CONV_SLOW),
     "conv_bad": reply("A direct convolution with ReLU and pooling fused.", CONV_COMPILE_ERROR),
 }
@@ -287,7 +293,7 @@ R = {
 GENERATOR = {
     "zero_shot": {T1: [["fused"]], T2: [["rms_wrong"]], T3: [["gemm_plain"]], T4: [["conv_bad"]]},
     "guided": {T1: [["inplace"]], T2: [["rms"]], T3: [["gemm"]], T4: [["conv"]]},
-    "iterative": {T1: [["chain_bad"], ["fused"]], T2: [["rms_wrong"], ["rms"]], T3: [["gemm_plain"], ["gemm"]],
+    "iterative": {T1: [["chain_bad"], ["fused"]], T2: [["rms_wrong"], ["rms"]], T3: [["gemm_noscale"], ["gemm"]],
                   T4: [["conv_bad"], ["conv"]]},
     # best-of-2; a cell whose turn 0 is already faster stops there (goal `faster`)
     "agentic": {T1: [["chain_bad", "fused"], ["fused", "chain_bad"]], T2: [["rms_wrong", "rms"], ["rms", "rms_wrong"]],

@@ -85,3 +85,14 @@ def test_sampling_same_seed_same_text_across_processes(embedded_checkpoint):
 def test_chat_true_needs_a_template(embedded_checkpoint):
     with pytest.raises(ModelSetupError, match="no chat template"):
         call(backend(embedded_checkpoint, chat=True))
+
+
+def test_a_base_model_answer_ends_at_the_next_turn_heading():
+    from kernelsweep.models.messages import TURN_STOPS, end_of_turn
+
+    assert "\n### User" in TURN_STOPS and "\n### Instructions" in TURN_STOPS
+    answer = "Fuse the loop.\n```python\nclass ModelNew: pass\n```\n"
+    assert end_of_turn(answer + "\n### User\nHere is a module") == len(answer)
+    assert end_of_turn("### Instructions\nYou are a kernel engineer") == 0  # restating the prompt at once
+    assert end_of_turn(answer) is None
+    assert end_of_turn("x = 1  ### User is not a heading here\n") is None

@@ -136,3 +136,14 @@ def test_every_strategy_preset_builds(task_file, profile_file):
     for strategy in STRATEGY_DEFAULTS:
         record = build_prompt(spec(strategy), {"task": str(task_file[0]), "profile": str(profile_file)})
         assert record["messages"][0]["role"] == "system" and record["messages"][1]["role"] == "user"
+
+
+def test_role_max_tokens_caps_the_agentic_roles_only():
+    from kernelsweep.prompting.strategies import sampling_params
+
+    capped = spec("agentic", max_tokens=576, role_max_tokens=48)
+    assert sampling_params(capped, "generator")["max_tokens"] == 576
+    for role in ("analyzer", "researcher", "feedback"):
+        assert sampling_params({**capped, "role": role}, role)["max_tokens"] == 48
+    plain = spec("agentic", max_tokens=576)  # absent: the roles share the generator's cap
+    assert sampling_params(plain, "analyzer")["max_tokens"] == 576

@@ -53,9 +53,9 @@ def test_recorded_row_answers_every_call_of_the_demo():
 
 @pytest.mark.slow
 def test_recorded_responses_get_their_categories(tmp_path):
-    """Six evaluations through the workflow, five builds: a faster kernel, wrong
-    output, plain PyTorch, a compile error, a cheat, and an iterative cell that
-    goes from wrong output to a correct kernel."""
+    """Eight evaluations through the workflow, six builds: a faster kernel, wrong
+    output, plain PyTorch, a compile error, a cheat, and iterative cells that
+    go from wrong output to a correct kernel (L0-002; L0-003, a task of the demo)."""
     config = {"results": str(tmp_path / "results"), "device": "cpu",
               "tasks": {"source": "demo", "levels": [0], "ids": "all"},
               "models": {"recorded-demo": {"backend": "replay", "path": str(RECORDED), "recorded": True}},
@@ -72,6 +72,7 @@ def test_recorded_responses_get_their_categories(tmp_path):
         ("guided", "L0-001", 0): {"cheat"},
         ("iterative", "L0-002", 0): {"wrong_output"},
         ("iterative", "L0-002", 1): {"correct_faster", "correct_tie", "correct_unstable"},
+        ("iterative", "L0-003", 0): {"wrong_output"},  # the GELU pass without the scale
     }
     targets = [str(runs / m / t / f"s0/t{turn}/c0/eval.json") for m, t, turn in wanted]
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), "--directory", str(tmp_path),

@@ -198,6 +198,10 @@ def profile_peaks():
 
 # -- models ------------------------------------------------------------------
 
+# Model calls are the slowest steps of a study: a rule that calls a model is
+# scheduled before ready compile/evaluate jobs, which fill the cores meanwhile.
+MODEL_CALL_PRIORITY = 10
+
 
 def model_ready(wildcards):
     """The prepared-checkpoint marker a model call needs, if any."""

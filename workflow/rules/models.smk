@@ -10,6 +10,8 @@ if PREPARED_CHECKPOINTS:
             res("logs/prepare_model/{checkpoint}.log"),
         wildcard_constraints:
             checkpoint=_alternatives(PREPARED_CHECKPOINTS),
+        # Started first: every call of its model waits for it (the demo's long pole).
+        priority: 100
         conda:
             GEN_ENV
         shell:

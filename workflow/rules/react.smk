@@ -25,6 +25,7 @@ if REACT_METHODS:
             spec=react_spec,
             arch=STUDY.config["cuda_arch"],
             cell_dir=lambda w, output: str(Path(output[0]).parent),
+        priority: MODEL_CALL_PRIORITY
         conda:
             TIMING_ENV
         shell:

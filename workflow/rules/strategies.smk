@@ -35,6 +35,7 @@ for _n in sorted({m["n"] for m in METHODS.values()}):
             model=lambda w: as_json(MODELS[w.model]),
             prompt=lambda w, output: output.prompt,
             out_dir=lambda w, output: str(Path(output.prompt).parent),
+        priority: MODEL_CALL_PRIORITY
         conda:
             GEN_ENV
         shell:
@@ -62,6 +63,7 @@ for _role, _rule_name in (("analyzer", "analyze"), ("researcher", "research"), (
             model=lambda w: as_json(MODELS[w.model]),
             prompt=lambda w, output: output.prompt,
             out_dir=lambda w, output: str(Path(output.response).parent),
+        priority: MODEL_CALL_PRIORITY
         conda:
             GEN_ENV
         shell:

@@ -164,12 +164,18 @@ class Toolbox:
                 "data": {"eval": result, "folder": str(folder)}}
 
     def _evaluate_file(self, folder: Path, code: str) -> dict[str, Any]:
-        from kernelsweep.evaluator import evaluate
+        from kernelsweep.evaluator import compile_candidate, evaluate
 
         folder.mkdir(parents=True, exist_ok=True)
         candidate = folder / layout.CANDIDATE
         candidate.write_text(code, encoding="utf-8")
         e = self.ctx.evaluation
+        # Build first, outside the timing slot (as the compile rule does for the other
+        # strategies): a build takes a CPU core for tens of seconds, and holding the
+        # slot meanwhile would stall every other timing job. The evaluation then finds
+        # the build in the cache (same build folder, same candidate hash).
+        compile_candidate(candidate, device=self.ctx.device, build_dir=self.ctx.build_dir,
+                          timeout_s=e["compile_timeout_s"], log_dir=folder)
         with device_slot(self.ctx):
             result = evaluate(self.ctx.reference, candidate, device=self.ctx.device, precision=self.ctx.precision,
                               trials=e["trials"], timing_trials=e["timing_trials"], warmup=e["warmup"],

@@ -24,3 +24,18 @@ def render_plain_prompt(messages: list[dict]) -> str:
     headings are plain text it can follow."""
     parts = [f"### {_HEADINGS[m['role']]}\n{m['content'].strip()}\n" for m in validate_messages(messages)]
     return "\n".join(parts) + "\n### Assistant\n"
+
+
+
+# A base model continues the transcript: a new heading at the start of a line
+# means it has begun writing the next turn itself (usually restating the
+# prompt), so its answer ended there. Generation stops at these strings.
+TURN_STOPS = tuple(f"\n### {heading}" for heading in _HEADINGS.values())
+
+
+def end_of_turn(text: str) -> int | None:
+    """Where a plain-prompt answer ends: the offset of the first turn heading
+    that starts a line of it (the answer's first line included), else None."""
+    padded = "\n" + text  # the answer starts on a fresh line (the prompt ends with "### Assistant\n")
+    found = [i for i in (padded.find(stop) for stop in TURN_STOPS) if i >= 0]
+    return max(0, min(found) - 1) if found else None

@@ -16,7 +16,7 @@ from typing import Any
 
 from kernelsweep.models.base import Backend, Completion, GenerationFailed, InfrastructureFailure, ModelSetupError
 from kernelsweep.models.checkpoint import Location, local_revision, locate, read_marker
-from kernelsweep.models.messages import render_plain_prompt, validate_messages
+from kernelsweep.models.messages import TURN_STOPS, end_of_turn, render_plain_prompt, validate_messages
 from kernelsweep.models.records import MACHINE_FAULT
 
 _LOADED: dict[tuple, tuple[Any, Any]] = {}
@@ -159,6 +159,10 @@ class TransformersBackend(Backend):
         if not greedy:
             # top_k=0: no top-k cut (transformers would otherwise default to 50).
             settings.update(temperature=float(temperature), top_p=float(top_p), top_k=0)
+        if not templated:
+            # A base model's answer ends where it starts the next turn (messages.TURN_STOPS);
+            # without this it restates the prompt up to the cap (most of a demo call's time).
+            settings["stop_strings"] = list(TURN_STOPS)
         config = GenerationConfig(**settings, eos_token_id=eos_ids, pad_token_id=pad_id,
                                   bos_token_id=tokenizer.bos_token_id)
 
@@ -166,7 +170,7 @@ class TransformersBackend(Backend):
         start = time.perf_counter()
         try:
             with torch.inference_mode():
-                out = model.generate(**inputs, generation_config=config)
+                out = model.generate(**inputs, generation_config=config, tokenizer=tokenizer)
         except (MemoryError, RuntimeError, ValueError) as e:
             cause = f"{type(e).__name__}: {e}"
             if isinstance(e, MemoryError) or MACHINE_FAULT.search(cause):
@@ -180,11 +184,17 @@ class TransformersBackend(Backend):
         completions = []
         for i in range(n):
             tokens = out[0 if greedy else i, prompt_len:].tolist()
+            while tokens and tokens[-1] == pad_id and pad_id not in eos_ids:
+                tokens.pop()  # a row that hit a stop string was padded to the batch's length
             stop = next((j for j, t in enumerate(tokens) if t in eos_ids), None)
             generated = tokens if stop is None else tokens[:stop]
+            text = tokenizer.decode(generated, skip_special_tokens=True)
+            turn_end = end_of_turn(text) if not templated else None
+            if turn_end is not None:  # the heading that stopped it is not part of the answer
+                text = text[:turn_end]
             completions.append(Completion(
-                text=tokenizer.decode(generated, skip_special_tokens=True),
-                finish_reason="length" if stop is None else "stop",
+                text=text,
+                finish_reason="length" if stop is None and turn_end is None else "stop",
                 prompt_tokens=prompt_len,
                 # The end-of-sequence token counts as generated, as servers count it.
                 completion_tokens=len(generated) + (stop is not None),

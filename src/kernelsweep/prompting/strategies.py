@@ -76,11 +76,14 @@ def sampling_params(spec: Mapping[str, Any], role: str) -> dict[str, Any]:
     temperature = model.get("temperature", 0.0)
     if role == "generator" and method.get("temperature") is not None:
         temperature = method["temperature"]
+    max_tokens = method.get("max_tokens") or model.get("max_tokens") or 4096
+    if role != "generator" and method.get("role_max_tokens"):
+        max_tokens = method["role_max_tokens"]  # the agentic roles answer in prose, not a kernel
     return {
         "n": int(method["n"]) if role == "generator" else 1,
         "temperature": float(temperature),
         "top_p": float(model.get("top_p", 1.0)),
-        "max_tokens": int(method.get("max_tokens") or model.get("max_tokens") or 4096),
+        "max_tokens": int(max_tokens),
     }
 
 
