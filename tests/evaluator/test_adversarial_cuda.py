@@ -191,3 +191,12 @@ def test_cuda_catalogue_semantic_cheats_fail(run_cuda, name):
     r = run_cuda("vector_add", ADV_CUDA / f"{name}.py")
     assert r["correct"] is False and r["category"] not in CORRECT, _why(r)
     _never_forged(r)
+
+
+def test_cuda_variants_cannot_be_crowded_out(run_cuda):
+    """A candidate right only on the task's shape that holds all the device's
+    memory once its trials start: the reference's variants, run after the
+    trials, must not be dropped for lack of memory (wrong_on_variant)."""
+    r = run_cuda("add_sized", ADV_CUDA / "cuda_crowd_variants.py")
+    assert r["category"] == "wrong_on_variant", _why(r)
+    _never_forged(r)

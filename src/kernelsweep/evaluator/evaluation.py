@@ -354,27 +354,34 @@ class Evaluation:
         verdict = self._judge(ref, manifest, step["trials"], armed)
         if verdict is not None:
             return verdict
-        verdict = self._check_variants(ref, cand, manifest)
+        verdict = self._check_variants(ref, cand)
         if verdict is not None:
             return verdict
         return self._time(work, ref, cand, manifest)
 
     # ---------------------------------------------------------- variants ---
-    def _check_variants(self, ref: Worker, cand: Worker, manifest: dict[str, Any]) -> dict[str, Any] | None:
+    def _check_variants(self, ref: Worker, cand: Worker) -> dict[str, Any] | None:
         """The candidate, correct on the task's shape, on each shape variant the
-        reference could run: one call each, in the same worker. None when it
-        is correct on all of them (it goes on to timing)."""
+        reference could run (the reference runs each just before): one call
+        each, in the same worker. None when it is correct on all of them (it
+        goes on to timing)."""
         if not self.variants:
             return None
         planned = {v["name"]: v for v in self.variants}
-        ran = {v["name"]: v for v in manifest.get("variants") or []}
         summary = self.record["variants"] = {
             "task": shapes.size_constants(self.reference.read_text(encoding="utf-8")),
             "checked": [], "dropped": [], "failed": None}
         started = time.monotonic()
         try:
             for name, plan in planned.items():
-                case = ran.get(name) or {"dropped": "the reference did not report it"}
+                reply = ref.request("variant", name=name)
+                self._reference_ok(ref, reply, f"running shape variant {name}")
+                case = reply["variant"]
+                if case.get("crowded_out"):  # not dropped: the candidate's memory kept the reference out
+                    return self._variant_failed(
+                        plan, "out_of_memory", "VariantCrowdedOut",
+                        f"the reference could not run it beside the candidate, whose process held "
+                        f"{case['crowded_out'] / 2**30:.1f} GiB of device memory ({case['dropped']})")
                 if case.get("dropped"):
                     summary["dropped"].append({"name": name, "constants": plan["constants"],
                                                "reason": case["dropped"]})

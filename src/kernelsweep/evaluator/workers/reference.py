@@ -7,7 +7,8 @@ Setup: the device, the reference module, Model under the public init seed
 candidate), then the correctness trials on the evaluation's secret seeds,
 their outputs saved privately; whether those outputs are constant, near
 zero, or so small that zeros would pass the tolerance (degenerate).
-Then the shape variants (kernelsweep.shapes): the module executed again with
+On request, after the candidate passed its trials, one shape variant at a time
+(kernelsweep.shapes; `variant`): the module executed again with
 its size constants replaced, Model built from that variant's init inputs
 under the same seed (init inputs and weights to the shared directory), one
 call on the variant's secret seed, its output saved privately; a variant the
@@ -41,6 +42,7 @@ PROBE_SCALE, PROBE_SHIFT = 1000.0, 3.0
 # needs the rest); on the cpu device up to KEPT_CPU_BYTES. Beyond: private files.
 KEPT_SHARE = 0.125
 KEPT_CPU_BYTES = 1 << 30
+CROWDING_MIN_BYTES = 2 << 30
 
 
 class State:
@@ -71,9 +73,22 @@ def _kept(s: State, name: str) -> dict[str, Any]:
         s.kept_bytes -= trees.tree_nbytes(kept["leaves"])
         return kept
     path = s.private / f"{name}.pt"
-    saved = compare.load_output(path, map_location=s.device)
+    saved = _load_near(path, s.device)
     path.unlink()
     return saved
+
+
+def _load_near(path: Path, device: torch.device) -> dict[str, Any]:
+    """An output file loaded onto DEVICE, or kept on the host when the device
+    has no room left (the candidate's process may hold all of it)."""
+    try:
+        return compare.load_output(path, map_location=device)
+    except torch.OutOfMemoryError:
+        return compare.load_output(path)
+
+
+def _on_host(output: dict[str, Any]) -> dict[str, Any]:
+    return {"structure": output["structure"], "leaves": trees.portable_leaves(output["leaves"])}
 
 
 def setup(ctx: frame.WorkerContext) -> State:
@@ -143,9 +158,9 @@ def setup(ctx: frame.WorkerContext) -> State:
     for case in trials + probes:
         case.pop("_saved")
     input_bytes = trees.tree_nbytes(seeding.make_inputs(s.ref, trials[0]["seed"], s.precision, s.device))
-    ctx.phase("variants")
-    variants = [run_variant(s, cfg, v, input_bytes) for v in cfg.get("variants") or []]
-    s.ready = {"trials": trials, "probes": probes, "variants": variants, "constant": constant, "near_zero": near_zero,
+    s.input_bytes, s.config = input_bytes, cfg
+    s.peak_reserved = torch.cuda.max_memory_reserved(s.device) if s.device.type == "cuda" else 0
+    s.ready = {"trials": trials, "probes": probes, "constant": constant, "near_zero": near_zero,
                "degenerate": degenerate, "atol": judged_atol, "device_info": info, "input_bytes": input_bytes}
     return s
 
@@ -155,14 +170,35 @@ def run_variant(s: State, cfg: dict[str, Any], variant: dict[str, Any], task_byt
     {name, dropped: reason}. When the reference cannot run every size
     rescaled (a channel count no longer divisible by its groups, a width
     by its heads), the variant is tried once more with only its batch-like
-    constants rescaled (shapes.batch_only); `narrowed` then says why."""
+    constants rescaled (shapes.batch_only); `narrowed` then says why.
+    Out of memory because the candidate's process holds the device's memory
+    is not a drop: {name, dropped, crowded_out: bytes held} (_crowded_out)."""
     result = _try_variant(s, cfg, variant["name"], variant["constants"], variant["seed"], task_bytes)
+    if not result.get("dropped") or result.get("crowded_out"):
+        return result
     batch = shapes.batch_only(variant["constants"])
-    if result.get("dropped") and batch and batch != variant["constants"]:
+    if batch and batch != variant["constants"]:
         again = _try_variant(s, cfg, variant["name"], batch, variant["seed"], task_bytes)
+        if again.get("crowded_out"):
+            return again
         if not again.get("dropped"):
             return dict(again, narrowed=result["dropped"])
     return result
+
+
+def _crowded_out(s: State, exc: BaseException) -> int | None:
+    """After an out-of-memory failure on a GPU: the bytes of device memory
+    others hold (the candidate's process: the timing slot admits no one else),
+    when that is more than twice what the reference itself needed for the
+    task's shape (and more than CROWDING_MIN_BYTES). Variants run after the
+    candidate's trials; a candidate must not be able to drop them by holding
+    the device's memory."""
+    if s.device.type != "cuda" or not isinstance(exc, torch.OutOfMemoryError):
+        return None
+    torch.cuda.empty_cache()
+    free, total = torch.cuda.mem_get_info(s.device)
+    others = total - free - torch.cuda.memory_reserved(s.device)
+    return others if others > max(2 * s.peak_reserved, CROWDING_MIN_BYTES) else None
 
 
 def _try_variant(s: State, cfg: dict[str, Any], name: str, constants: dict[str, int], seed: int,
@@ -197,11 +233,21 @@ def _try_variant(s: State, cfg: dict[str, Any], name: str, constants: dict[str, 
         trees.save(state, shared / f"{name}_state.pt")
         return {"name": name, "seed": seed, "constants": constants, **signals}
     except (Exception, MemoryError) as exc:  # noqa: BLE001 - the reference cannot run this shape
-        return {"name": name, "dropped": f"the reference fails: {type(exc).__name__}: {str(exc)[:300]}"}
+        dropped = {"name": name, "dropped": f"the reference fails: {type(exc).__name__}: {str(exc)[:300]}"}
+        held = _crowded_out(s, exc)
+        return dropped if held is None else dict(dropped, crowded_out=held)
     finally:
         del model, inputs, out
         if s.device.type == "cuda":
             torch.cuda.empty_cache()
+
+
+def variant(ctx: frame.WorkerContext, s: State, name: str) -> dict[str, Any]:
+    """One planned shape variant on the reference (run_variant), asked for only
+    once the candidate is correct on the task's shape: a candidate failing
+    earlier costs no variant here."""
+    plan = next(v for v in s.config.get("variants") or [] if v["name"] == name)
+    return {"variant": run_variant(s, s.config, plan, s.input_bytes)}
 
 
 def _inputs(s: State, seed: int) -> list:
@@ -245,13 +291,17 @@ def judge(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]], atol:
         mine = _kept(s, case["name"])
         path = s.candidate_dir / Path(case["file"]).name  # a bare name: never outside the candidate's folder
         try:
-            theirs = compare.load_output(path, map_location=s.device)
+            theirs = _load_near(path, s.device)
         except Exception as exc:  # noqa: BLE001 - a file the candidate's process wrote
             results.append({"ok": False, "unreadable": f"{type(exc).__name__}: {exc}"[:500]})
             continue
         finally:
             path.unlink(missing_ok=True)
-        result = compare.compare_outputs(mine, theirs, atol, rtol)
+        try:
+            result = compare.compare_outputs(mine, theirs, atol, rtol)
+        except torch.OutOfMemoryError:  # no room on the device for the comparison: the same on the host
+            mine, theirs = _on_host(mine), _on_host(theirs)
+            result = compare.compare_outputs(mine, theirs, atol, rtol)
         if case.get("grouped"):
             first = theirs if first is None else first
             result["same_as_first"] = compare.identical_outputs(first, theirs)
@@ -260,4 +310,4 @@ def judge(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]], atol:
 
 
 if __name__ == "__main__":
-    frame.serve(setup, {"warmup": warmup, "block": block, "outputs": outputs, "judge": judge})
+    frame.serve(setup, {"warmup": warmup, "block": block, "outputs": outputs, "judge": judge, "variant": variant})
