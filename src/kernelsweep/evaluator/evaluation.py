@@ -563,10 +563,9 @@ class Evaluation:
         size = max(1, min(BLOCK_CALLS[cfg.device], fits))
         timed = seeds[cfg.warmup:]
         blocks = [timed[i:i + size] for i in range(0, len(timed), size)]
-        if cfg.warmup:
-            w = seeds[:cfg.warmup]
+        for i in range(0, cfg.warmup, size):  # in blocks too: 10 sets of 8 GiB inputs at once do not fit
             with self._spent("timing_warmup"):
-                r_warm, c_warm = self._both(ref, cand, "warmup", seeds=w)
+                r_warm, c_warm = self._both(ref, cand, "warmup", seeds=seeds[i:min(i + size, cfg.warmup)])
             if not c_warm or c_warm.get("status") != "ok":
                 return self._candidate_stopped(cand, c_warm)
             self._reference_ok(ref, r_warm, "warming up")
