@@ -15,18 +15,8 @@ from kernelsweep.study import resolve_method
 
 REPO = Path(__file__).resolve().parents[2]
 TASK_FILE = REPO / "src/kernelsweep/demo_tasks/1_Scale_Add_ReLU_Chain.py"
-GOOD_KERNEL = (Path(__file__).parent / "fixtures/scale_add_relu_cpu.py").read_text()
 FAST_EVAL = {"trials": 2, "timing_trials": 5, "warmup": 1, "timeout_s": 120, "compile_timeout_s": 300,
              "equivalence_margin": 0.01, "shape_variants": 2}
-
-
-def broken(message_line: int = 1) -> str:
-    """A candidate that does not parse; `message_line` moves the error to another line."""
-    return "import torch\n" + "\n" * message_line + "class ModelNew(:\n    pass\n"
-
-
-def block(code: str) -> str:
-    return f"```python\n{code}```"
 
 
 @pytest.fixture(scope="session")

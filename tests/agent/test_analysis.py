@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from conftest import GOOD_KERNEL, block, broken
+from agent_scripts import GOOD_KERNEL, block, broken
 from kernelsweep.agent import analysis
 
 

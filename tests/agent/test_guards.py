@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import GOOD_KERNEL, block, broken
+from agent_scripts import GOOD_KERNEL, block, broken
 
 OFF = {"repeat_error": None, "force_profile": None, "regression_lock": False, "max_submissions": None}
 

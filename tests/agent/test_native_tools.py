@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import broken
+from agent_scripts import broken
 
 
 def _call(i: int, name: str, args: dict) -> dict:

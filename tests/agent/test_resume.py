@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import block, broken
+from agent_scripts import block, broken
 
 SLEEPER = "import os, time\nopen('pid.txt', 'w').write(str(os.getpid()))\ntime.sleep(120)\n"
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from conftest import GOOD_KERNEL, block
+from agent_scripts import GOOD_KERNEL, block
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import GOOD_KERNEL, block
+from agent_scripts import GOOD_KERNEL, block
 from kernelsweep.study import REPO_ROOT
 
 pytestmark = pytest.mark.slow
