@@ -34,6 +34,8 @@ fi
 # A fresh machine: resume from the results an earlier call brought back (RESUME=results.tgz).
 if [ -n "${RESUME:-}" ] && [ ! -d "$RESULTS" ]; then
   tar xzf "$RESUME" -C "$WORK" || exit 1
+  # Results from before precision was a path part (session 8's first slice) move, nothing recomputed.
+  python3 -m kernelsweep relayout --results "$RESULTS" || exit 1
 fi
 GPUS=$(python3 -c "import torch; print(torch.cuda.device_count())")
 nvidia-smi -L
