@@ -61,7 +61,11 @@ def evaluated_by_the_evaluate_rule(workdir: Path) -> list[Path]:
 
 
 def test_demo_study_on_slurm_matches_a_local_run(slurm_cluster, tmp_path):
-    common = ["-s", str(SNAKEFILE), "--configfile", str(CONFIG), "--config", f"tasks={{ids: {TASK_IDS}}}"]
+    # Short replies: the test is about SLURM matching a local run, and every SLURM job loads the
+    # model itself (576-token replies made this test 14 minutes of CI).
+    short = tmp_path / "short_replies.yaml"  # a second config file merges into the first
+    short.write_text("models:\n  gemma270m:\n    max_tokens: 96\n")
+    common = ["-s", str(SNAKEFILE), "--configfile", str(CONFIG), str(short), "--config", f"tasks={{ids: {TASK_IDS}}}"]
     local_dir, slurm_dir = tmp_path / "local", tmp_path / "slurm"
     run_snakemake([*common, "--cores", "2"], local_dir, timeout=3600)
     # A `device: cpu` study: timing jobs on the CPU partition, no GPU requested.

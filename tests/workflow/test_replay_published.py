@@ -47,8 +47,8 @@ def test_config_validates_with_replay_source_per_method():
     # iterative replays every recorded turn, in order: no early stop
     assert study.config["methods"]["iterative"]["turns"] == 3
     assert study.config["methods"]["iterative"]["goal"] == "none"
-    assert set(study.config["baseline"]["modes"]) == {"eager", "inductor-default", "inductor-reduce-overhead",
-                                                      "inductor-max-autotune"}
+    # max-autotune is left out to fit one GPU (its autotuning compiles for minutes per task)
+    assert set(study.config["baseline"]["modes"]) == {"eager", "inductor-default", "inductor-reduce-overhead"}
 
 
 def test_dry_run_plans_the_whole_dag(tmp_path):
