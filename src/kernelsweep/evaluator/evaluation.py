@@ -247,7 +247,8 @@ class Evaluation:
                   "shared_dir": str(work / "shared"), "init_seed": settings.INIT_SEED,
                   "memory_limit": self.memory_limit, "await_go": late}
         ref = self._worker("reference", dict(common, private_dir=str(work / "reference"),
-                                             candidate_dir=str(work / "candidate"), trial_seeds=self.seeds["trials"], atol=cfg.atol, rtol=cfg.rtol,
+                                             candidate_dir=str(work / "candidate"),
+                                             trial_seeds=self.seeds["trials"], atol=cfg.atol, rtol=cfg.rtol,
                                              variants=self.variants,
                                              variant_bytes=settings.VARIANT_BYTES[cfg.device]),
                            work, confined=False)
@@ -651,11 +652,9 @@ class Evaluation:
         for (_, perturbed), cmp in zip(checks, results):
             if "unreadable" in cmp:
                 self.flags.append("timing_output_mismatch")
-                continue
-            ok = cmp["ok"]
-            if perturbed and ok:
+            elif perturbed and cmp["ok"]:
                 self.flags.append("kernel_unused_when_timed")
-            elif not perturbed and not ok:
+            elif not perturbed and not cmp["ok"]:
                 self.flags.append("timing_output_mismatch")
 
     def _hidden_work(self, ref: Worker, cand: Worker, seeds: list[int], ref_ms: list[float],

@@ -26,7 +26,6 @@ def render_plain_prompt(messages: list[dict]) -> str:
     return "\n".join(parts) + "\n### Assistant\n"
 
 
-
 # A base model continues the transcript: a new heading at the start of a line
 # means it has begun writing the next turn itself (usually restating the
 # prompt), so its answer ended there. Generation stops at these strings.

@@ -60,7 +60,7 @@ def _keep(s: State, name: str, structure: str, leaves: list) -> dict[str, Any]:
         s.kept[name] = kept
         s.kept_bytes += size
         return kept
-    saved = {"structure": structure, "leaves": trees.portable_leaves(leaves)}
+    saved = _on_host({"structure": structure, "leaves": leaves})
     trees.save(saved, s.private / f"{name}.pt")
     s.kept[name] = None
     return saved
@@ -127,10 +127,10 @@ def setup(ctx: frame.WorkerContext) -> State:
         seeding.set_seed(seed)
         out = model(*inputs)
         machine.synchronize(s.device)
-        _, leaves = trees.flatten_output(out)
+        structure, leaves = trees.flatten_output(out)
         return {"name": name, "mutates_inputs": not trees.same_values(inputs, pristine),
                 "aliases_inputs": trees.aliases(leaves, inputs), "output_bytes": trees.tree_nbytes(leaves),
-                "_saved": _keep(s, name, *trees.flatten_output(out))}
+                "_saved": _keep(s, name, structure, leaves)}
 
     ctx.phase("trials")
     trials = []
@@ -165,7 +165,7 @@ def setup(ctx: frame.WorkerContext) -> State:
     return s
 
 
-def run_variant(s: State, cfg: dict[str, Any], variant: dict[str, Any], task_bytes: int) -> dict[str, Any]:
+def run_variant(s: State, variant: dict[str, Any]) -> dict[str, Any]:
     """One shape variant on the reference: {name, file, seed, constants, ...} or
     {name, dropped: reason}. When the reference cannot run every size
     rescaled (a channel count no longer divisible by its groups, a width
@@ -173,12 +173,12 @@ def run_variant(s: State, cfg: dict[str, Any], variant: dict[str, Any], task_byt
     constants rescaled (shapes.batch_only); `narrowed` then says why.
     Out of memory because the candidate's process holds the device's memory
     is not a drop: {name, dropped, crowded_out: bytes held} (_crowded_out)."""
-    result = _try_variant(s, cfg, variant["name"], variant["constants"], variant["seed"], task_bytes)
+    result = _try_variant(s, variant["name"], variant["constants"], variant["seed"])
     if not result.get("dropped") or result.get("crowded_out"):
         return result
     batch = shapes.batch_only(variant["constants"])
     if batch and batch != variant["constants"]:
-        again = _try_variant(s, cfg, variant["name"], batch, variant["seed"], task_bytes)
+        again = _try_variant(s, variant["name"], batch, variant["seed"])
         if again.get("crowded_out"):
             return again
         if not again.get("dropped"):
@@ -201,8 +201,8 @@ def _crowded_out(s: State, exc: BaseException) -> int | None:
     return others if others > max(2 * s.peak_reserved, CROWDING_MIN_BYTES) else None
 
 
-def _try_variant(s: State, cfg: dict[str, Any], name: str, constants: dict[str, int], seed: int,
-                 task_bytes: int) -> dict[str, Any]:
+def _try_variant(s: State, name: str, constants: dict[str, int], seed: int) -> dict[str, Any]:
+    cfg, task_bytes = s.config, s.input_bytes
     shared = Path(cfg["shared_dir"])
     model = inputs = out = None
     try:
@@ -225,10 +225,10 @@ def _try_variant(s: State, cfg: dict[str, Any], name: str, constants: dict[str, 
             seeding.set_seed(seed)
             out = model(*inputs)
             machine.synchronize(s.device)
-            _, leaves = trees.flatten_output(out)
+            structure, leaves = trees.flatten_output(out)
             signals = {"mutates_inputs": not trees.same_values(inputs, pristine),
                        "aliases_inputs": trees.aliases(leaves, inputs)}
-            _keep(s, name, *trees.flatten_output(out))
+            _keep(s, name, structure, leaves)
         trees.save(init, shared / f"{name}_init.pt")
         trees.save(state, shared / f"{name}_state.pt")
         return {"name": name, "seed": seed, "constants": constants, **signals}
@@ -247,7 +247,7 @@ def variant(ctx: frame.WorkerContext, s: State, name: str) -> dict[str, Any]:
     once the candidate is correct on the task's shape: a candidate failing
     earlier costs no variant here."""
     plan = next(v for v in s.config.get("variants") or [] if v["name"] == name)
-    return {"variant": run_variant(s, s.config, plan, s.input_bytes)}
+    return {"variant": run_variant(s, plan)}
 
 
 def _inputs(s: State, seed: int) -> list:
