@@ -53,6 +53,14 @@ def verdicts(workdir: Path) -> dict[str, dict]:
     return table
 
 
+def why(workdir: Path, cell: str) -> dict:
+    """What a cell's best candidate got, with the flags, error and timing behind it."""
+    result = json.loads((workdir / "results" / "runs" / cell / "final.json").read_text()).get("result") or {}
+    error = result.get("error") or {}
+    return {key: result.get(key) for key in ("category", "flags", "speedup", "timing")} | {
+        "error": error.get("message") if isinstance(error, dict) else error}
+
+
 def evaluated_by_the_evaluate_rule(workdir: Path) -> list[Path]:
     """eval.json files outside react cells (…/s{n}/react/ holds the agent's trajectory)."""
     return [p for p in (workdir / "results" / "runs").rglob("eval.json")
@@ -74,7 +82,8 @@ def test_demo_study_on_slurm_matches_a_local_run(slurm_cluster, tmp_path):
 
     local, slurm = verdicts(local_dir), verdicts(slurm_dir)
     assert set(slurm) == set(local)
-    mismatches = {cell: (local[cell], slurm[cell]) for cell in local if local[cell] != slurm[cell]}
+    mismatches = {cell: {"local": why(local_dir, cell), "slurm": why(slurm_dir, cell)}
+                  for cell in local if local[cell] != slurm[cell]}
     assert not mismatches, json.dumps(mismatches, indent=1)
 
     # The cluster did the work: one completed SLURM job per evaluation (a react

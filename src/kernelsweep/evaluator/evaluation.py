@@ -54,8 +54,22 @@ SENTINEL_CALLS = 5         # candidate calls timed with a full synchronize, to f
 HIDDEN_WORK_RATIO = 1.5    # sentinel median over event median beyond which work escapes the end event
 HIDDEN_WORK_MIN_MS = 0.02
 SLOWED_RATIO = {"cuda": 1.3, "cpu": 2.0}  # reference beside the candidate over alone: a cheat beyond
+BLAME_CALLS = 10           # reference calls timed on each side of ending the candidate, to blame a slowdown
+
 UNSTABLE_WIDTH = 2.0       # speedup interval hi/lo beyond which a CPU timing gives no verdict...
 CLEAR_RATIO = 1.5          # ...unless the whole interval lies beyond 1.5x either way
+
+
+def slower(ms: list[float], than: list[float], ratio: float) -> bool:
+    """Timings `ms` slower than `than` by more than `ratio` (and 10 µs)."""
+    return metrics.median(ms) > ratio * metrics.median(than) + 0.01
+
+
+def slowdown_is_the_candidates(beside: list[float], after: list[float], alone: list[float], ratio: float) -> bool:
+    """The reference, timed beside the candidate and right after it ended:
+    slow beside it, and fast again once it is gone. Both blocks are adjacent in
+    time, so load from elsewhere affects them alike."""
+    return slower(beside, alone, ratio) and slower(beside, after, ratio) and not slower(after, alone, ratio)
 
 
 def _read_text(path: Path, what: str) -> tuple[str | None, bytes]:
@@ -626,25 +640,34 @@ class Evaluation:
         if not report or report.get("status") != "ok":
             return self._candidate_stopped(cand, report)
         if not synchronized and self._slowed(ref_ms, alone):
-            self._blame_slowdown(ref, cand, blocks[0], alone)
+            self._blame_slowdown(ref, cand, blocks[:max(1, BLAME_CALLS // size)], alone)
         self.stage_s["timing"] = round(time.monotonic() - t_start, 3)
         return self._timing_verdict(manifest, report, alone, ref_ms, cand_ms, synchronized)
 
     def _slowed(self, ref_ms: list[float], alone: list[float]) -> bool:
-        return metrics.median(ref_ms) > SLOWED_RATIO[self.cfg.device] * metrics.median(alone) + 0.01
+        return slower(ref_ms, alone, SLOWED_RATIO[self.cfg.device])
 
-    def _blame_slowdown(self, ref: Worker, cand: Worker, seeds: list[int], alone: list[float]) -> None:
+    def _blame_slowdown(self, ref: Worker, cand: Worker, blocks: list[list[int]], alone: list[float]) -> None:
         """The reference ran slower beside the candidate than before it. Its
-        report is in, so end the candidate (and all it started) and time the
-        reference again: still slow means the machine (other load), not the
-        candidate; fast again means the candidate slowed it."""
+        report is in, so time the reference once more beside the (frozen)
+        candidate, end the candidate (and all it started) and time it again
+        at once: only a slowdown that goes away with the candidate, between
+        these two adjacent blocks, is the candidate's doing. Load from
+        elsewhere that came during the timing and went (other jobs on a shared
+        node) slows both blocks alike, or neither, and is recorded, not a verdict."""
+        beside = [ms for block in blocks for ms in self._ref_block(ref, cand, block, False)]
         cand.abort()
         cand.wait()
-        with self._spent("timing_reference"):
-            again = ref.request("block", seeds=seeds, synchronized=False)
-        self._reference_ok(ref, again, "being timed again")
-        self.record.setdefault("timing", {})["reference_after_candidate_ms"] = metrics.median(again["ms"])
-        if not self._slowed(again["ms"], alone):
+        after = []
+        for block in blocks:  # nothing left to freeze (its pids may be reused by now)
+            with self._spent("timing_reference"):
+                reply = ref.request("block", seeds=block, synchronized=False)
+            self._reference_ok(ref, reply, "being timed again")
+            after += reply["ms"]
+        timing = self.record.setdefault("timing", {})
+        timing["reference_beside_candidate_ms"] = metrics.median(beside)
+        timing["reference_after_candidate_ms"] = metrics.median(after)
+        if slowdown_is_the_candidates(beside, after, alone, SLOWED_RATIO[self.cfg.device]):
             self.flags.append("reference_slowed")
 
     def _check_timed_outputs(self, ref: Worker, checks: list[tuple[str, bool]]) -> None:
