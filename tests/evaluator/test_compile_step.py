@@ -3,8 +3,14 @@ without running anything it does not need to."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import pytest
-from evaluator_paths import CPU
+from evaluator_paths import CPU, LIBRARY_CANDIDATE
 
 from kernelsweep.evaluator import compile_candidate
 
@@ -39,3 +45,26 @@ def test_library_build_is_recorded(cpu_library):
     build = cpu_library["builds"][0]
     assert build["ok"] and build["name"] == "ks_fixture_lib" and len(build["key"]) == 64
     assert cpu_library["candidate_sha256"] and cpu_library["wall_s"] >= cpu_library["compile_s"] >= 0
+
+
+def test_a_build_killed_midway_does_not_stall_the_next(tmp_path):
+    """A run killed mid-build (Snakemake or a SLURM job, SIGKILL) leaves torch's
+    `lock` file in the build directory; the next build of the same extension
+    must not wait on it until its time limit."""
+    build = tmp_path / "build"
+    starter = (f"from pathlib import Path; from kernelsweep.evaluator import compile_candidate; "
+               f"compile_candidate(Path({str(LIBRARY_CANDIDATE)!r}), device='cpu', build_dir=Path({str(build)!r}))")
+    proc = subprocess.Popen([sys.executable, "-c", starter], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not list(build.rglob("ext/*/lock")) and proc.poll() is None:
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    stale = list(build.rglob("ext/*/lock"))
+    assert stale, "the build finished or never started before the kill"
+    record = compile_candidate(LIBRARY_CANDIDATE, device="cpu", build_dir=build, timeout_s=240, log_dir=tmp_path)
+    assert record["compiled"] is True, (record["category"], record["error"])
+    assert not any(p.exists() for p in stale)

@@ -22,6 +22,8 @@ failures, can never be found by another candidate."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import inspect
 import json
@@ -110,6 +112,31 @@ def _known_failure(directory: Path) -> dict[str, Any] | None:
         return None
 
 
+@contextlib.contextmanager
+def one_builder(directory: Path):
+    """Builds of one directory one at a time, under an flock that the kernel
+    drops when its holder dies. Its holder knows that a torch `lock` file left in
+    the directory is stale (its builder was killed: a Snakemake run or a SLURM
+    job killed mid-build), and removes it; torch would wait on it until the
+    build's time limit. Where the filesystem has no flock, torch's own lock alone."""
+    try:
+        fd = os.open(directory / ".builder.flock", os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            yield
+            return
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(directory / "lock")
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
 class BuildHooks:
     def __init__(self, build_root: str | os.PathLike, channel: Any, cuda_arch: str | None,
                  perturber: Any = None):
@@ -171,7 +198,8 @@ class BuildHooks:
             hooks.channel.send("build_start", name=name, key=key, directory=str(directory))
             t0 = time.monotonic()
             try:
-                module = real(**arguments)
+                with one_builder(directory):
+                    module = real(**arguments)
             except BaseException as exc:
                 record.update(ok=False, seconds=time.monotonic() - t0, kind=failure_kind(exc),
                               exception=type(exc).__name__, output=str(exc)[-60000:])
