@@ -22,7 +22,7 @@ RECORDED = REPO_ROOT / "src/kernelsweep/demo_tasks/recorded"
 def test_recorded_files_are_the_generated_ones(tmp_path):
     subprocess.run([sys.executable, str(REPO_ROOT / "scripts/make_recorded_demo.py"), str(tmp_path)], check=True)
     made = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
-    shipped = sorted(p.relative_to(RECORDED) for p in RECORDED.rglob("*") if p.is_file() and p.suffix != ".md")
+    shipped = sorted(p.relative_to(RECORDED) for p in RECORDED.glob("*.jsonl"))
     assert made == shipped
     for rel in made:
         assert filecmp.cmp(tmp_path / rel, RECORDED / rel, shallow=False), f"{rel}: rerun scripts/make_recorded_demo.py"
