@@ -1,0 +1,81 @@
+"""Candidates per hour through the workflow: reads a study's results folder
+after a Snakemake run (the CPU demo, the published replay on a GPU, any study)
+and prints, per candidate, its build and evaluation seconds and the seconds it
+held the timing slot (the GPU, or the CPU slot of a `device: cpu` study), then
+how many candidates the run built and evaluated per hour: from the first build
+or evaluation to the last evaluation's end, so builds count, the model's
+generation before the first build does not.
+
+    python benchmarks/study_throughput.py results            # the demo's results
+    python benchmarks/study_throughput.py /tmp/ks_pub/results --out throughput.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+
+def candidates(results: Path) -> list[dict]:
+    """One row per evaluated candidate: its cell, category, seconds, and when it ran."""
+    rows = []
+    for path in sorted((results / "runs").rglob("eval.json")):
+        record = json.loads(path.read_text())
+        run = record.get("run") or {}
+        if "started" not in run:
+            continue  # not through the evaluate rule (a react trajectory's own records)
+        build_path = path.with_name("build.json")
+        build = json.loads(build_path.read_text()) if build_path.exists() else {}
+        built_at = build_path.stat().st_mtime - (build.get("wall_s") or 0.0) if build else None
+        stages = record.get("stage_s") or {}
+        rows.append({
+            "cell": str(path.parent.relative_to(results / "runs")),
+            "category": record.get("category"),
+            "build_s": build.get("wall_s"),
+            "eval_s": record.get("wall_s"),
+            "held_s": stages.get("device_held", record.get("gpu_s")),
+            "start": min(t for t in (built_at, run["started"]) if t is not None),
+            "end": run["finished"],
+        })
+    return rows
+
+
+def spread(values: list[float]) -> str:
+    values = [v for v in values if v is not None]
+    if not values:
+        return "n/a"
+    return f"median {statistics.median(values):.1f} s (min {min(values):.1f}, max {max(values):.1f}, n={len(values)})"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", type=Path, help="the study's results folder")
+    parser.add_argument("--out", type=Path, help="also write the rows and totals as JSON")
+    args = parser.parse_args()
+    rows = candidates(args.results)
+    if not rows:
+        print(f"no evaluations under {args.results / 'runs'}", file=sys.stderr)
+        return 1
+    for r in rows:
+        held = "-" if r["held_s"] is None else f"{r['held_s']:.1f}"
+        build = "-" if r["build_s"] is None else f"{r['build_s']:.1f}"
+        print(f"{r['cell']:60s} {r['category'] or '?':20s} build {build:>6s} s  eval {r['eval_s'] or 0:6.1f} s  "
+              f"held {held:>6s} s")
+    span = max(r["end"] for r in rows) - min(r["start"] for r in rows)
+    totals = {"candidates": len(rows), "span_s": round(span, 1),
+              "per_hour": round(3600 * len(rows) / max(span, 1e-9)),
+              "build": spread([r["build_s"] for r in rows]), "eval": spread([r["eval_s"] for r in rows]),
+              "held": spread([r["held_s"] for r in rows])}
+    print(f"\n{totals['candidates']} candidates in {span:.0f} s (first build or evaluation to last evaluation): "
+          f"{totals['per_hour']} per hour")
+    print(f"build: {totals['build']}\nevaluation: {totals['eval']}\nslot held: {totals['held']}")
+    if args.out:
+        args.out.write_text(json.dumps({"rows": rows, "totals": totals}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
