@@ -8,6 +8,8 @@ generation before the first build does not.
 
     python benchmarks/study_throughput.py results            # the demo's results
     python benchmarks/study_throughput.py /tmp/ks_pub/results --out throughput.json
+    python benchmarks/study_throughput.py RESULTS --since EPOCH   # one call of a resumed run:
+        # only the candidates it evaluated, over the time from EPOCH (its start)
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ def candidates(results: Path) -> list[dict]:
             "eval_s": record.get("wall_s"),
             "held_s": stages.get("device_held", record.get("gpu_s")),
             "start": min(t for t in (built_at, run["started"]) if t is not None),
+            "evaluated": run["started"],
             "end": run["finished"],
         })
     return rows
@@ -53,9 +56,11 @@ def spread(values: list[float]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", type=Path, help="the study's results folder")
+    parser.add_argument("--since", type=float, help="only candidates evaluated after this epoch time, "
+                                                    "and the span from it")
     parser.add_argument("--out", type=Path, help="also write the rows and totals as JSON")
     args = parser.parse_args()
-    rows = candidates(args.results)
+    rows = [r for r in candidates(args.results) if args.since is None or r["evaluated"] >= args.since]
     if not rows:
         print(f"no evaluations under {args.results / 'runs'}", file=sys.stderr)
         return 1
@@ -64,12 +69,13 @@ def main() -> int:
         build = "-" if r["build_s"] is None else f"{r['build_s']:.1f}"
         print(f"{r['cell']:60s} {r['category'] or '?':20s} build {build:>6s} s  eval {r['eval_s'] or 0:6.1f} s  "
               f"held {held:>6s} s")
-    span = max(r["end"] for r in rows) - min(r["start"] for r in rows)
+    span = max(r["end"] for r in rows) - (args.since if args.since is not None else min(r["start"] for r in rows))
     totals = {"candidates": len(rows), "span_s": round(span, 1),
               "per_hour": round(3600 * len(rows) / max(span, 1e-9)),
               "build": spread([r["build_s"] for r in rows]), "eval": spread([r["eval_s"] for r in rows]),
               "held": spread([r["held_s"] for r in rows])}
-    print(f"\n{totals['candidates']} candidates in {span:.0f} s (first build or evaluation to last evaluation): "
+    since = "its start" if args.since is not None else "first build or evaluation"
+    print(f"\n{totals['candidates']} candidates in {span:.0f} s ({since} to last evaluation): "
           f"{totals['per_hour']} per hour")
     print(f"build: {totals['build']}\nevaluation: {totals['eval']}\nslot held: {totals['held']}")
     if args.out:

@@ -47,6 +47,9 @@ timeout -s INT -k 30 "${RUN_S:-540}" python3 -m snakemake --cores "$(nproc)" --r
 rc=$?
 echo "$start $(date +%s) rc=$rc" >> "$WORK/wall.log"
 tail -n 40 "$WORK/snakemake.log" > "$OUT/snakemake_tail.log"
+# This call's throughput through Snakemake, builds included (issue #13: >= 600 candidates per hour).
+python3 benchmarks/study_throughput.py "$RESULTS" --since "$start" --out "$OUT/throughput.json" \
+  > "$OUT/throughput.txt" 2>&1; tail -n 4 "$OUT/throughput.txt"
 count() { find "$RESULTS/runs" -name "$1" 2>/dev/null | wc -l; }
 wall=$(awk '{s += $2 - $1} END {print s}' "$WORK/wall.log")
 echo "evaluations $(count eval.json)/150, finals $(count final.json)/90, profiles" \
