@@ -649,25 +649,38 @@ class Evaluation:
 
     def _blame_slowdown(self, ref: Worker, cand: Worker, blocks: list[list[int]], alone: list[float]) -> None:
         """The reference ran slower beside the candidate than before it. Its
-        report is in, so time the reference once more beside the (frozen)
-        candidate, end the candidate (and all it started) and time it again
-        at once: only a slowdown that goes away with the candidate, between
-        these two adjacent blocks, is the candidate's doing. Load from
-        elsewhere that came during the timing and went (other jobs on a shared
-        node) slows both blocks alike, or neither, and is recorded, not a verdict."""
-        beside = [ms for block in blocks for ms in self._ref_block(ref, cand, block, False)]
+        report is in, so time the reference once more beside the candidate
+        (each block after a block of the candidate's calls, as in the timing),
+        end the candidate (and all it started) and time it again at once: only
+        a slowdown that goes away with the candidate, between these adjacent
+        measurements, is the candidate's doing. Load from elsewhere that came
+        during the timing and went (other jobs on a shared node) slows both
+        alike, or neither, and is recorded, not a verdict."""
+        beside: list[float] = []
+        for block in blocks:
+            with self._spent("timing_candidate"):
+                reply = cand.request("block", seeds=block)
+            if not reply or reply.get("status") != "ok":
+                beside = []  # it would not run again: judged by the reference after it alone
+                break
+            beside += self._ref_block(ref, cand, block, False)
         cand.abort()
         cand.wait()
-        after = []
+        after: list[float] = []
         for block in blocks:  # nothing left to freeze (its pids may be reused by now)
             with self._spent("timing_reference"):
                 reply = ref.request("block", seeds=block, synchronized=False)
             self._reference_ok(ref, reply, "being timed again")
             after += reply["ms"]
         timing = self.record.setdefault("timing", {})
-        timing["reference_beside_candidate_ms"] = metrics.median(beside)
         timing["reference_after_candidate_ms"] = metrics.median(after)
-        if slowdown_is_the_candidates(beside, after, alone, SLOWED_RATIO[self.cfg.device]):
+        ratio = SLOWED_RATIO[self.cfg.device]
+        if beside:
+            timing["reference_beside_candidate_ms"] = metrics.median(beside)
+            blamed = slowdown_is_the_candidates(beside, after, alone, ratio)
+        else:
+            blamed = not slower(after, alone, ratio)
+        if blamed:
             self.flags.append("reference_slowed")
 
     def _check_timed_outputs(self, ref: Worker, checks: list[tuple[str, bool]]) -> None:
