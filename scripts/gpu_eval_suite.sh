@@ -5,10 +5,10 @@
 # Needs python3 with torch (+ triton for the Triton case), nothing else from
 # this package's dependencies. Results go to $OUT (default ./gpu-out):
 #   env.log, suite.xml (JUnit), suite.log, throughput.json, throughput.log, baseline.json, logs.tar.gz
-#   floor.log, adversarial.log
+#   floor.log, adversarial.log, precision.log
 # BENCH_TASKS: the replay tasks the bench takes, e.g. L2-001,L3-004 (default: the first BENCH_REPLAY).
 # SUITE_ONLY: a pytest -k expression over the suite's case ids, e.g. "hung_kernel or healthy_after_hang".
-# Usage: scripts/gpu_eval_suite.sh [suite] [bench] [baseline] [floor] [adversarial]
+# Usage: scripts/gpu_eval_suite.sh [suite] [bench] [baseline] [floor] [adversarial] [precision]
 #   (default: suite bench baseline floor). bench compares with KernelBench's
 #   evaluator on the same candidates (needs its pydantic wheels; see docs/gpu-notes.md).
 set -uo pipefail
@@ -52,12 +52,15 @@ for part in $parts; do
     adversarial)
       timeout "${ADV_LIMIT:-500}" $PY -m pytest -q -p no:cacheprovider tests/evaluator/test_adversarial_cuda.py -rA \
           2>&1 | tee "$OUT/adversarial.log" || status=1 ;;
+    precision)
+      KERNELSWEEP_TEST_BUILD_DIR="$WORK/build" timeout "${PRECISION_LIMIT:-300}" $PY -m pytest -q -p no:cacheprovider \
+          tests/evaluator/test_precision_cuda.py -rA 2>&1 | tee "$OUT/precision.log" || status=1 ;;
     baseline)
       timeout "${BASELINE_LIMIT:-300}" $PY -m kernelsweep baseline tests/evaluator/fixtures/references/vector_add.py \
           --device cuda --modes "${BASELINE_MODES:-eager,inductor-default,inductor-reduce-overhead}" \
           --timing-trials 50 --timeout 120 --log-dir "$WORK/logs/baseline" --out "$OUT/baseline.json" \
           > /dev/null || status=1 ;;
-    *) echo "unknown part: $part (suite, bench, baseline, floor, adversarial)" >&2; status=2 ;;
+    *) echo "unknown part: $part (suite, bench, baseline, floor, adversarial, precision)" >&2; status=2 ;;
   esac
 done
 # Worker logs, trimmed so the archive stays small.
