@@ -183,3 +183,15 @@ def test_killed_run_resumes(tmp_path):
     for method in ("zero_shot", "iterative", "agentic"):
         assert final(tmp_path, method)["status"] == "evaluated"
     assert planned(snakemake(config, "-n")) == {}
+
+
+def test_study_throughput_counts_every_evaluation(finished_study, tmp_path):
+    tmp, _ = finished_study
+    out = tmp_path / "throughput.json"
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks/study_throughput.py"), str(tmp / "results"),
+                           "--out", str(out)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    evals = [p for p in (tmp / "results" / "runs").rglob("eval.json")]
+    totals = json.loads(out.read_text())["totals"]
+    assert totals["candidates"] == len(evals) == 7 and totals["per_hour"] > 0
+    assert "per hour" in proc.stdout
