@@ -191,7 +191,7 @@ def test_study_throughput_counts_every_evaluation(finished_study, tmp_path):
     proc = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks/study_throughput.py"), str(tmp / "results"),
                            "--out", str(out)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    evals = [p for p in (tmp / "results" / "runs").rglob("eval.json")]
+    evals = list((tmp / "results" / "runs").rglob("eval.json"))
     totals = json.loads(out.read_text())["totals"]
     assert totals["candidates"] == len(evals) == 7 and totals["per_hour"] > 0
     assert "per hour" in proc.stdout

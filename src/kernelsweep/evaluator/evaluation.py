@@ -540,14 +540,19 @@ class Evaluation:
         a, b = ref.send(op, **args), cand.send(op, **args)
         return ref.reply(a), cand.reply(b)
 
-    def _ref_block(self, ref: Worker, cand: Worker, seeds: list[int], synchronized: bool) -> list[float]:
+    def _ref_block(self, ref: Worker, cand: Worker | None, seeds: list[int], synchronized: bool) -> list[float]:
+        """The reference's timed calls, the candidate frozen meanwhile; cand is
+        None once the candidate has ended (nothing to freeze, and its pids may
+        be reused by now)."""
         with self._spent("timing_reference"):
-            cand.freeze()
+            if cand is not None:
+                cand.freeze()
             try:
                 reply = ref.request("block", seeds=seeds, synchronized=synchronized)
             finally:
-                cand.thaw()
-        self._reference_ok(ref, reply, "being timed")
+                if cand is not None:
+                    cand.thaw()
+        self._reference_ok(ref, reply, "being timed" if cand is not None else "being timed again")
         return reply["ms"]
 
     @staticmethod
@@ -666,20 +671,14 @@ class Evaluation:
             beside += self._ref_block(ref, cand, block, False)
         cand.abort()
         cand.wait()
-        after: list[float] = []
-        for block in blocks:  # nothing left to freeze (its pids may be reused by now)
-            with self._spent("timing_reference"):
-                reply = ref.request("block", seeds=block, synchronized=False)
-            self._reference_ok(ref, reply, "being timed again")
-            after += reply["ms"]
+        after = [ms for block in blocks for ms in self._ref_block(ref, None, block, False)]
         timing = self.record.setdefault("timing", {})
         timing["reference_after_candidate_ms"] = metrics.median(after)
-        ratio = SLOWED_RATIO[self.cfg.device]
         if beside:
             timing["reference_beside_candidate_ms"] = metrics.median(beside)
-            blamed = slowdown_is_the_candidates(beside, after, alone, ratio)
+            blamed = slowdown_is_the_candidates(beside, after, alone, SLOWED_RATIO[self.cfg.device])
         else:
-            blamed = not slower(after, alone, ratio)
+            blamed = not self._slowed(after, alone)
         if blamed:
             self.flags.append("reference_slowed")
 
