@@ -42,9 +42,21 @@ nvidia-smi -L
 python3 -m snakemake --unlock "${ARGS[@]}" > /dev/null 2>&1
 start=$(date +%s)
 # SIGINT at the deadline: Snakemake stops its jobs and exits; the next call redoes them.
-timeout -s INT -k 30 "${RUN_S:-540}" python3 -m snakemake --cores "$(nproc)" --resources gpu=$((2 * GPUS)) \
-  --keep-going --rerun-incomplete "${ARGS[@]}" > "$WORK/snakemake.log" 2>&1
-rc=$?
+deadline=$(( $(date +%s) + ${RUN_S:-540} ))
+until_deadline() {  # snakemake on the given targets (none: the whole study) until the deadline
+  local left=$(( deadline - $(date +%s) ))
+  [ "$left" -gt 10 ] || return 124
+  timeout -s INT -k 30 "$left" python3 -m snakemake --cores "$(nproc)" --resources gpu=$((2 * GPUS)) \
+    --keep-going --rerun-incomplete "${ARGS[@]}" "$@" >> "$WORK/snakemake.log" 2>&1
+}
+rc=0
+# FIRST="runs/fp32/qwen7b/zero_shot/L1-007/s0/t0/c0/eval.json ...": these files under the
+# results first (within the same deadline), then the whole study.
+if [ -n "${FIRST:-}" ]; then
+  read -ra first <<< "$FIRST"
+  until_deadline "${first[@]/#/$RESULTS/}"; rc=$?
+fi
+[ "$rc" = 124 ] || { until_deadline; rc=$?; }
 echo "$start $(date +%s) rc=$rc" >> "$WORK/wall.log"
 tail -n 40 "$WORK/snakemake.log" > "$OUT/snakemake_tail.log"
 # This call's throughput through Snakemake, builds included (issue #13: >= 600 candidates per hour).

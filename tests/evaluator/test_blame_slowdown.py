@@ -31,6 +31,7 @@ def test_blame_path_times_the_reference_beside_and_after_the_candidate(run_eval,
     monkeypatch.setitem(evaluation.SLOWED_RATIO, "cpu", 0.0)
     r = run_eval("slow_add", "cpp_add")
     timing = r["timing"]
+    assert timing["block_calls"] == evaluation.BLOCK_CALLS["cpu"]  # small outputs: a full block
     assert timing["reference_beside_candidate_ms"] > 0 and timing["reference_after_candidate_ms"] > 0
     assert "reference_slowed" not in r["flags"]
     assert r["correct"] is True and r["custom_kernel"] is True, (r["category"], r["error"], r["flags"])

@@ -65,6 +65,17 @@ def slower(ms: list[float], than: list[float], ratio: float) -> bool:
     return metrics.median(ms) > ratio * metrics.median(than) + 0.01
 
 
+def block_calls(device: str, input_bytes: int, output_bytes: int) -> int:
+    """Timed calls per block: as many as BLOCK_CALLS, within the device's
+    timing budget (settings.TIMING_POOL_BYTES). A block's inputs are made
+    before its calls, and the candidate keeps a clone of every output until
+    the block ends (the calls to check are drawn after it), so both count:
+    sized by inputs alone, ten 4 GiB outputs of a 16 MiB input (L1-007) put
+    the candidate out of device memory."""
+    per_call = max(1, input_bytes + output_bytes)
+    return max(1, min(BLOCK_CALLS[device], settings.TIMING_POOL_BYTES[device] // per_call))
+
+
 def slowdown_is_the_candidates(beside: list[float], after: list[float], alone: list[float], ratio: float) -> bool:
     """The reference, timed beside the candidate and right after it ended:
     slow beside it, and fast again once it is gone. Both blocks are adjacent in
@@ -576,11 +587,11 @@ class Evaluation:
         t_start = time.monotonic()
         # Every timed call gets inputs of its own secret seed, made just before
         # its block (no input is seen twice, so no answer can be remembered); a
-        # block holds as many input sets as fit the device's budget.
+        # block holds as many calls as their inputs and kept outputs fit (block_calls).
         seeds = [_secret_seed() for _ in range(cfg.timing_trials + cfg.warmup)]
         self.seeds["timing"] = seeds
-        fits = settings.TIMING_POOL_BYTES[cfg.device] // max(1, manifest["input_bytes"])
-        size = max(1, min(BLOCK_CALLS[cfg.device], fits))
+        size = block_calls(cfg.device, manifest["input_bytes"], max(t["output_bytes"] for t in manifest["trials"]))
+        self.record.setdefault("timing", {})["block_calls"] = size
         timed = seeds[cfg.warmup:]
         blocks = [timed[i:i + size] for i in range(0, len(timed), size)]
         for i in range(0, cfg.warmup, size):  # in blocks too: 10 sets of 8 GiB inputs at once do not fit
@@ -719,7 +730,7 @@ class Evaluation:
         self.record.update(speedup=comparison["speedup"], speedup_ci=comparison["speedup_ci"],
                            timing_verdict=comparison["verdict"], faster=comparison["faster"])
         self.record.setdefault("timing", {}).update(
-            block_calls=BLOCK_CALLS[cfg.device], inputs="fresh per call", synchronized=synchronized,
+            inputs="fresh per call", synchronized=synchronized,
             reference_alone_ms=metrics.median(alone))
         self._note_patches(report)
         if fileio.sha256_file(self.reference) != self.reference_file_sha:
