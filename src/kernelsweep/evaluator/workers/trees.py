@@ -67,23 +67,27 @@ def same_values(a: Any, b: Any) -> bool:
 def flatten_output(out: Any) -> tuple[str, list]:
     """A structure string and the leaves, so outputs of any nesting compare."""
     leaves: list = []
+    return _walk(out, leaves), leaves
 
-    def walk(o: Any) -> str:
-        if isinstance(o, torch.Tensor):
-            leaves.append(o)
-            return "T"
-        if isinstance(o, (list, tuple)):
-            return f"{type(o).__name__}[{','.join(walk(x) for x in o)}]"
-        if isinstance(o, dict):
-            return "dict[" + ",".join(f"{k}:{walk(o[k])}" for k in sorted(o, key=str)) + "]"
-        if o is None:
-            return "None"
-        if isinstance(o, (bool, int, float)):
-            leaves.append(o)
-            return type(o).__name__
-        return f"other:{type(o).__name__}"
 
-    return walk(out), leaves
+def _walk(o: Any, leaves: list) -> str:
+    # Module-level, not a closure: a nested function that calls itself is a
+    # reference cycle holding `leaves`, and the outputs in it outlived every
+    # call until the cyclic collector ran (rarely, in a timing loop): the
+    # candidate's worker piled up 4 GiB outputs until it ran out of device memory.
+    if isinstance(o, torch.Tensor):
+        leaves.append(o)
+        return "T"
+    if isinstance(o, (list, tuple)):
+        return f"{type(o).__name__}[{','.join(_walk(x, leaves) for x in o)}]"
+    if isinstance(o, dict):
+        return "dict[" + ",".join(f"{k}:{_walk(o[k], leaves)}" for k in sorted(o, key=str)) + "]"
+    if o is None:
+        return "None"
+    if isinstance(o, (bool, int, float)):
+        leaves.append(o)
+        return type(o).__name__
+    return f"other:{type(o).__name__}"
 
 
 def portable_leaves(leaves: list) -> list:
