@@ -46,8 +46,9 @@ deadline=$(( $(date +%s) + ${RUN_S:-540} ))
 until_deadline() {  # snakemake on the given targets (none: the whole study) until the deadline
   local left=$(( deadline - $(date +%s) ))
   [ "$left" -gt 10 ] || return 124
-  timeout -s INT -k 30 "$left" python3 -m snakemake --cores "$(nproc)" --resources gpu=$((2 * GPUS)) \
-    --keep-going --rerun-incomplete "${ARGS[@]}" "$@" >> "$WORK/snakemake.log" 2>&1
+  # targets first: --config takes every word after it
+  timeout -s INT -k 30 "$left" python3 -m snakemake "$@" --cores "$(nproc)" --resources gpu=$((2 * GPUS)) \
+    --keep-going --rerun-incomplete "${ARGS[@]}" >> "$WORK/snakemake.log" 2>&1
 }
 rc=0
 # FIRST="runs/fp32/qwen7b/zero_shot/L1-007/s0/t0/c0/eval.json ...": these files under the

@@ -150,15 +150,6 @@ def max_magnitude(output: dict[str, Any]) -> float:
     return best
 
 
-def load_output(path: Any, map_location: Any = "cpu") -> dict[str, Any]:
-    """An output file written by a worker. weights_only: a file the candidate's
-    process could have replaced must not be able to run code here."""
-    obj = torch.load(str(path), map_location=map_location, weights_only=True)
-    if not isinstance(obj, dict) or not isinstance(obj.get("structure"), str) or not isinstance(obj.get("leaves"), list):
-        raise ValueError(f"{path} is not an output record")
-    return obj
-
-
 def zeros_would_pass(output: dict[str, Any], atol: float, rtol: float) -> bool:
     """Would an all-zero output of the same shape pass against this one? True
     when every finite value is within atol of zero (the tolerance cannot tell

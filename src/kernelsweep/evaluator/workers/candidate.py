@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from kernelsweep import taskcode
-from kernelsweep.evaluator.workers import frame, guard, kernels, machine, mathmodes, seeding, trees
+from kernelsweep.evaluator.workers import frame, guard, kernels, machine, mathmodes, outputfiles, seeding, trees
 from kernelsweep.evaluator.workers.buildhooks import BuildHooks
 from kernelsweep.evaluator.workers.clock import Clock
 from kernelsweep.evaluator.workers.perturb import Perturber
@@ -178,7 +178,7 @@ def _call_checked(s: State, inputs: list, seed: int, armed: bool,
     }
     s.alive.append(trees.tensors_in(leaves))
     # The state at return is what is judged: work finishing later is not counted.
-    return {"structure": structure, "leaves": trees.portable_leaves(at_return)}, signals
+    return {"structure": structure, "leaves": at_return}, signals
 
 
 def trials(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]]) -> dict[str, Any]:
@@ -193,7 +193,8 @@ def trials(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]]) -> d
             if i == 0:
                 check_call(s.model.forward, inputs, "ModelNew.forward")
             saved, signals = _call_checked(s, inputs, case["seed"], bool(case.get("armed")))
-            trees.save(saved, s.private / f"{case['name']}.pt")
+            outputfiles.save_output(saved, s.private / f"{case['name']}.pt")
+            del saved, inputs  # off the device before the next call
             results.append(dict(signals, name=case["name"], file=f"{case['name']}.pt"))
     return {"trials": results}
 
@@ -210,8 +211,8 @@ def variant(ctx: frame.WorkerContext, s: State, name: str, constants: dict[str, 
     with torch.no_grad():
         inputs = seeding.make_inputs(module, seed, s.precision, s.device)
         saved, signals = _call_checked(s, inputs, seed, False, model=model)
-    trees.save(saved, s.private / f"{name}.pt")
-    del model, inputs
+    outputfiles.save_output(saved, s.private / f"{name}.pt")
+    del model, inputs, saved
     s.alive.pop()  # its output is gone with it
     return dict(signals, name=name, file=f"{name}.pt")
 
@@ -260,7 +261,7 @@ def save(ctx: frame.WorkerContext, s: State, positions: list[int], names: list[s
          sample_seed: int) -> dict[str, Any]:
     machine.synchronize(s.device)
     for pos, name in zip(positions, names):
-        trees.save(trees.sampled_output(*s.kept[pos], sample_seed), s.private / name)
+        outputfiles.save_output(trees.sampled_output(*s.kept[pos], sample_seed), s.private / name)
     s.kept = []
     return {}
 

@@ -33,7 +33,7 @@ import torch
 
 from kernelsweep import shapes, taskcode
 from kernelsweep.evaluator import compare
-from kernelsweep.evaluator.workers import frame, machine, mathmodes, seeding, trees
+from kernelsweep.evaluator.workers import frame, machine, mathmodes, outputfiles, seeding, trees
 from kernelsweep.evaluator.workers.clock import Clock
 
 # Rescaled probe: far from the trial inputs' scale, same positions.
@@ -61,7 +61,7 @@ def _keep(s: State, name: str, structure: str, leaves: list) -> dict[str, Any]:
         s.kept_bytes += size
         return kept
     saved = _on_host({"structure": structure, "leaves": leaves})
-    trees.save(saved, s.private / f"{name}.pt")
+    outputfiles.save_output(saved, s.private / f"{name}.pt")
     s.kept[name] = None
     return saved
 
@@ -82,9 +82,9 @@ def _load_near(path: Path, device: torch.device) -> dict[str, Any]:
     """An output file loaded onto DEVICE, or kept on the host when the device
     has no room left (the candidate's process may hold all of it)."""
     try:
-        return compare.load_output(path, map_location=device)
+        return outputfiles.load_output(path, device)
     except torch.OutOfMemoryError:
-        return compare.load_output(path)
+        return outputfiles.load_output(path)
 
 
 def _on_host(output: dict[str, Any]) -> dict[str, Any]:
