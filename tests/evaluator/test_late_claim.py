@@ -9,6 +9,8 @@ import os
 import threading
 import time
 
+from evaluator_paths import CPU, REFERENCES
+
 from kernelsweep import gpu_slots
 from kernelsweep.verdict import SUCCESS_CATEGORIES
 
@@ -43,6 +45,45 @@ def test_an_evaluation_warms_up_then_waits_for_the_device(run_eval, cpu_library,
         fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
     finally:
         os.close(probe)
+
+
+def _hold(lock) -> int:
+    lock.parent.mkdir(exist_ok=True)
+    holder = os.open(lock, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    return holder
+
+
+def test_the_reference_is_built_on_the_host_before_the_device_is_taken(build_dir, tmp_path, monkeypatch):
+    """A big reference model (L3-002: 2 G parameters) is constructed and saved
+    while the job before still holds the device, not after."""
+    from kernelsweep.evaluator import evaluate
+
+    built = tmp_path / "built"
+    reference = tmp_path / "add_built_late.py"
+    reference.write_text((REFERENCES / "add.py").read_text().replace(
+        "        super().__init__()\n",
+        f"        super().__init__()\n        open({str(built)!r}, 'w').write('constructed')\n"))
+    lock = tmp_path / "slots" / "gpu0.lock"
+    monkeypatch.setenv(gpu_slots.ENV_TIMING_LOCK, str(lock))
+    monkeypatch.setenv(gpu_slots.ENV_SLOT, "0")
+    holder = _hold(lock)  # the job before is timing
+    outcome: dict = {}
+    job = threading.Thread(target=lambda: outcome.update(record=evaluate(
+        reference, CPU / "pytorch_only.py", device="cpu", trials=2, timing_trials=4, warmup=1, timeout_s=120.0,
+        build_dir=build_dir, log_dir=tmp_path / "logs")))
+    job.start()
+    try:
+        deadline = time.monotonic() + 120
+        while not built.exists() and job.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert built.exists(), "Model was not constructed while the device was held by another job"
+        assert job.is_alive(), outcome  # and no verdict without the device
+    finally:
+        os.close(holder)
+    job.join(600)
+    r = outcome["record"]
+    assert r["category"] == "no_custom_kernel", (r["category"], r["error"])
 
 
 def test_without_late_claim_nothing_waits(run_eval, cpu_library, monkeypatch):

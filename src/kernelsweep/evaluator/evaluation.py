@@ -5,8 +5,9 @@
    computes the correctness outputs on secret seeds drawn here. The
    candidate worker, confined (confine.py), imports the candidate (building
    its extensions into its own build directory) and waits. Under
-   `gpu-slots run --late` both first only import torch, and go on once this
-   process has taken the device (gpu_slots.timing_slot).
+   `gpu-slots run --late` both first only import torch (the reference also
+   builds Model on the host and saves it for the candidate: reference.prepare),
+   and go on once this process has taken the device (gpu_slots.timing_slot).
 3. The candidate gets the reference's weights, then the secret seeds, one
    trial at a time; one trial, chosen at random, runs with the extension's
    results perturbed. The parent compares the saved outputs itself.

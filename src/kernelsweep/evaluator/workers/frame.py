@@ -17,7 +17,8 @@ import os
 import sys
 import time
 import traceback
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 _dumps = json.dumps
 _loads = json.loads
@@ -144,22 +145,53 @@ def run(body: Callable[[WorkerContext], dict[str, Any]]) -> None:
     finish(0)
 
 
-def serve(setup: Callable[[WorkerContext], Any], commands: dict[str, Callable[..., dict[str, Any]]]) -> None:
+@contextmanager
+def _few_threads() -> Iterator[None]:
+    """Host work beside another job's timing takes at most a quarter of the cores."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, min(before, (os.cpu_count() or 4) // 4)))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def serve(setup: Callable[..., Any], commands: dict[str, Callable[..., dict[str, Any]]],
+          prepare: Callable[[WorkerContext], Any] | None = None) -> None:
     """A serving worker: `setup(ctx)` returns the state the commands share and
     is answered as reply 0; then each command {"seq", "op", **args} is answered
     by one reply {"seq", "status", ...}. A failure ends the worker after its reply.
     With `await_go` in the config the worker first says "hello" (torch is
     imported, nothing touched the device yet) and waits for "go": the parent
-    sends it once it holds the device (gpu_slots.timing_slot)."""
+    sends it once it holds the device (gpu_slots.timing_slot).
+    `prepare(ctx)`, where given, is the host-only part of the setup (it must not
+    touch the device): it runs while the worker waits for "go", on a few
+    threads (the job before is timing beside it), and its state is passed on
+    as `setup(ctx, state)`; its failure is answered as reply 0, after "go"."""
     ctx = _start()
     seq = 0
+    prepared: Any = None
+    early_failure: BaseException | None = None
     if ctx.config.get("await_go"):
         ctx.channel.send("hello")
+        if prepare is not None:
+            try:
+                with _few_threads():
+                    prepared = prepare(ctx)
+            except BaseException as exc:  # noqa: BLE001 - answered as reply 0 once the device is ours
+                early_failure = exc
         command = ctx.channel.next_command()
         if command is None or command.get("op") != "go":
             finish(0)
     try:
-        state = setup(ctx)
+        if early_failure is not None:
+            raise early_failure
+        if prepare is None:
+            state = setup(ctx)
+        else:
+            state = setup(ctx, prepared if ctx.config.get("await_go") else prepare(ctx))
         ctx.channel.send("reply", seq=0, payload={"status": "ok", **(getattr(state, "ready", None) or {})})
         while True:
             command = ctx.channel.next_command()

@@ -91,20 +91,17 @@ def _on_host(output: dict[str, Any]) -> dict[str, Any]:
     return {"structure": output["structure"], "leaves": trees.portable_leaves(output["leaves"])}
 
 
-def setup(ctx: frame.WorkerContext) -> State:
+def prepare(ctx: frame.WorkerContext) -> State:
+    """The host side of the setup, which needs no device: the reference
+    module, its init inputs and Model under the public init seed, built on the
+    host, and both saved for the candidate. Under the late claim it runs while
+    the job before still times (frame.serve), so a big model's construction
+    (L3-002: 2 G parameters) no longer holds the device."""
     cfg = ctx.config
     s = State()
     s.private, shared = Path(cfg["private_dir"]), Path(cfg["shared_dir"])
     s.candidate_dir = Path(cfg["candidate_dir"])
     s.precision = cfg["precision"]
-    atol, rtol = cfg["atol"], cfg["rtol"]
-    ctx.phase("device")
-    s.device = machine.resolve_device(cfg["device"])
-    info = machine.device_info(s.device)
-    s.kept, s.kept_bytes = {}, 0
-    s.kept_budget = (int(torch.cuda.get_device_properties(s.device).total_memory * KEPT_SHARE)
-                     if s.device.type == "cuda" else KEPT_CPU_BYTES)
-    s.clock = Clock(s.device, info.get("llc_bytes") or info.get("l2_bytes"))
     mathmodes.use_strict()
     ctx.phase("load")
     s.ref = taskcode.load_module(cfg["reference"], "kernelsweep_reference", register=True)
@@ -115,9 +112,22 @@ def setup(ctx: frame.WorkerContext) -> State:
     init = seeding.make_init_inputs(s.ref, init_seed)
     trees.save(init, shared / "init.pt")
     seeding.set_seed(init_seed)
-    model = s.ref.Model(*init)
-    trees.save({k: v.detach().to("cpu").clone() for k, v in model.state_dict().items()}, shared / "state.pt")
-    model = model.to(s.device)
+    s.model = s.ref.Model(*init)
+    trees.save({k: v.detach().to("cpu").clone() for k, v in s.model.state_dict().items()}, shared / "state.pt")
+    return s
+
+
+def setup(ctx: frame.WorkerContext, s: State) -> State:
+    cfg = ctx.config
+    atol, rtol = cfg["atol"], cfg["rtol"]
+    ctx.phase("device")
+    s.device = machine.resolve_device(cfg["device"])
+    info = machine.device_info(s.device)
+    s.kept, s.kept_bytes = {}, 0
+    s.kept_budget = (int(torch.cuda.get_device_properties(s.device).total_memory * KEPT_SHARE)
+                     if s.device.type == "cuda" else KEPT_CPU_BYTES)
+    s.clock = Clock(s.device, info.get("llc_bytes") or info.get("l2_bytes"))
+    model = s.model.to(s.device)
     if s.precision != "fp32":
         model = model.to(seeding.DTYPES[s.precision])
     s.model = model
@@ -310,4 +320,5 @@ def judge(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]], atol:
 
 
 if __name__ == "__main__":
-    frame.serve(setup, {"warmup": warmup, "block": block, "outputs": outputs, "judge": judge, "variant": variant})
+    frame.serve(setup, {"warmup": warmup, "block": block, "outputs": outputs, "judge": judge, "variant": variant},
+                prepare=prepare)
