@@ -66,7 +66,9 @@ def save_output(output: dict[str, Any], path: str | os.PathLike) -> None:
     start = -(-(len(MAGIC) + 8 + len(header)) // ALIGN) * ALIGN
     with open(path, "wb") as f:
         f.write(MAGIC + len(header).to_bytes(8, "little") + header)
-        f.truncate(start + offset)
+        f.flush()
+        # Allocated now: a full disk is an OSError here, not a SIGBUS in the copy below.
+        os.posix_fallocate(f.fileno(), 0, start + offset)
     if offset:
         mapped = _from_file(str(path), shared=True, size=start + offset, dtype=torch.uint8)
         for x, d in zip(leaves, described):
