@@ -86,13 +86,6 @@ def check_call(fn: Any, args: list, what: str) -> None:
             f"{what} does not accept the reference's {len(args)} argument(s): {exc}") from None
 
 
-def plain(leaves: list) -> bool:
-    """Plain dense tensors (or numbers): no subclass, no lazy wrapper."""
-    return all(type(x) is torch.Tensor and x.layout == torch.strided and not x.is_meta
-               for x in leaves if isinstance(x, torch.Tensor)) and \
-        all(isinstance(x, (torch.Tensor, bool, int, float)) for x in leaves)
-
-
 def setup(ctx: frame.WorkerContext) -> State:
     cfg = ctx.config
     s = State()
@@ -172,7 +165,7 @@ def _call_checked(s: State, inputs: list, seed: int, armed: bool,
         "reuses_earlier_output": reused,
         "changed_after_return": not trees.same_values(at_return, leaves),
         "on_device": all(t.device.type == s.device.type for t in trees.tensors_in(leaves)),
-        "plain": plain(leaves),
+        "plain": trees.plain(leaves),
         "perturbed_calls": s.perturber.fired if armed else None,
         "extension_calls": s.perturber.returned - returned,
     }
@@ -235,7 +228,7 @@ def block(ctx: frame.WorkerContext, s: State, seeds: list[int], synchronized: bo
 
     def keep(i: int, out: Any) -> None:
         structure, leaves = trees.flatten_output(out)
-        flags["plain"] = flags["plain"] and plain(leaves)
+        flags["plain"] = flags["plain"] and trees.plain(leaves)
         flags["on_device"] = flags["on_device"] and all(
             t.device.type == s.device.type for t in trees.tensors_in(leaves))
         s.kept.append((structure, [x.clone() if isinstance(x, torch.Tensor) else x for x in leaves]))

@@ -24,15 +24,18 @@ from typing import Any
 
 import torch
 
-from kernelsweep.evaluator.workers.trees import portable_leaves
+from kernelsweep.evaluator.workers.trees import plain, portable_leaves
 
 MAGIC = b"KSOUT1\n"
 ALIGN = 64
 MAX_HEADER = 1 << 24
-DTYPES = {str(d).removeprefix("torch."): d for d in (
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+DTYPES = {_dtype_name(d): d for d in (
     torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex64, torch.complex128,
     torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)}
-_ITEMSIZE = {name: torch.empty((), dtype=d).element_size() for name, d in DTYPES.items()}
 
 _from_file = torch.from_file
 _save = torch.save
@@ -40,30 +43,32 @@ _load = torch.load
 _empty = torch.empty
 
 
-def _raw(x: Any) -> bool:
-    return (type(x) is torch.Tensor and x.layout == torch.strided and not x.is_meta
-            and str(x.dtype).removeprefix("torch.") in DTYPES)
+def _aligned(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def _data_start(header_bytes: int) -> int:
+    return _aligned(len(MAGIC) + 8 + header_bytes)
 
 
 def save_output(output: dict[str, Any], path: str | os.PathLike) -> None:
     """Write {"structure", "leaves"} (leaves on any device) to PATH."""
     leaves = output["leaves"]
-    tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
-    if not all(_raw(t) for t in tensors) or not all(
-            isinstance(x, (torch.Tensor, bool, int, float)) for x in leaves):
+    if not plain(leaves) or not all(_dtype_name(x.dtype) in DTYPES
+                                    for x in leaves if isinstance(x, torch.Tensor)):
         _save({"structure": output["structure"], "leaves": portable_leaves(leaves)}, str(path))
         return
     described, offset = [], 0
     for x in leaves:
         if isinstance(x, torch.Tensor):
             nbytes = x.numel() * x.element_size()
-            described.append({"dtype": str(x.dtype).removeprefix("torch."), "shape": list(x.shape),
+            described.append({"dtype": _dtype_name(x.dtype), "shape": list(x.shape),
                               "offset": offset, "nbytes": nbytes})
-            offset += -(-nbytes // ALIGN) * ALIGN
+            offset += _aligned(nbytes)
         else:
             described.append({"number": x, "type": type(x).__name__})
     header = json.dumps({"structure": output["structure"], "leaves": described}).encode()
-    start = -(-(len(MAGIC) + 8 + len(header)) // ALIGN) * ALIGN
+    start = _data_start(len(header))
     with open(path, "wb") as f:
         f.write(MAGIC + len(header).to_bytes(8, "little") + header)
         f.flush()
@@ -82,19 +87,20 @@ def load_output(path: str | os.PathLike, device: torch.device | str = "cpu") -> 
     what the writer does to the file afterwards changes nothing here).
     Raises ValueError for a file that is not an output record."""
     path = str(path)
+    text = None
     with open(path, "rb") as f:
-        magic = f.read(len(MAGIC))
-        if magic != MAGIC:
-            f.close()
-            return _load_saved(path, device)
-        size = int.from_bytes(f.read(8), "little")
-        if not 0 < size <= MAX_HEADER:
-            raise ValueError(f"{path}: header of {size} bytes")
-        try:
-            header = json.loads(f.read(size))
-        except ValueError as exc:
-            raise ValueError(f"{path}: unreadable header ({exc})") from None
-    start = -(-(len(MAGIC) + 8 + size) // ALIGN) * ALIGN
+        if f.read(len(MAGIC)) == MAGIC:
+            size = int.from_bytes(f.read(8), "little")
+            if not 0 < size <= MAX_HEADER:
+                raise ValueError(f"{path}: header of {size} bytes")
+            text = f.read(size)
+    if text is None:  # torch.save's format: an output that is not plain
+        return _load_saved(path, device)
+    try:
+        header = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{path}: unreadable header ({exc})") from None
+    start = _data_start(size)
     total = os.path.getsize(path)
     described = header.get("leaves") if isinstance(header, dict) else None
     if not isinstance(described, list) or not isinstance(header.get("structure"), str):
@@ -131,7 +137,7 @@ def _check_leaf(d: Any, data_bytes: int, path: str) -> None:
     if dtype not in DTYPES or not isinstance(shape, list) or not all(
             type(n) is int and n >= 0 for n in shape) or type(offset) is not int or type(nbytes) is not int:
         raise ValueError(f"{path}: a tensor leaf described as {str(d)[:200]}")
-    if nbytes != math.prod(shape) * _ITEMSIZE[dtype] or offset < 0 or offset % ALIGN \
+    if nbytes != math.prod(shape) * DTYPES[dtype].itemsize or offset < 0 or offset % ALIGN \
             or offset + nbytes > data_bytes:
         raise ValueError(f"{path}: a tensor leaf of {nbytes} bytes at {offset} does not fit its shape or the file")
 

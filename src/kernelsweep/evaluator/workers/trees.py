@@ -90,6 +90,13 @@ def _walk(o: Any, leaves: list) -> str:
     return f"other:{type(o).__name__}"
 
 
+def plain(leaves: list) -> bool:
+    """Plain dense tensors (or numbers): no subclass, no lazy wrapper."""
+    return all(type(x) is torch.Tensor and x.layout == torch.strided and not x.is_meta
+               for x in leaves if isinstance(x, torch.Tensor)) and \
+        all(isinstance(x, (torch.Tensor, bool, int, float)) for x in leaves)
+
+
 def portable_leaves(leaves: list) -> list:
     """Leaves as compact CPU tensors / numbers for torch.save (a view would
     otherwise drag its whole storage along). From a device, the copy to the
