@@ -71,7 +71,10 @@ echo "evaluations $(count eval.json)/150, finals $(count final.json)/90, profile
 # Every call brings its results back (no build cache): a later call on a fresh machine resumes from them.
 tar czf "$OUT/results.tgz" -C "$WORK" --exclude=results/build --exclude=results/.gpu-slots \
   --exclude=results/report/figures results wall.log 2>/dev/null
-if [ -f "$RESULTS/report/REPORT.md" ] && python3 -m snakemake -n "${ARGS[@]}" 2>&1 | grep -q "Nothing to be done"; then
+# The plan is read whole before grep: under pipefail, grep -q quitting early would
+# SIGPIPE snakemake and fail the test (session 11's finished run never said "done").
+plan=$(python3 -m snakemake -n "${ARGS[@]}" 2>&1)
+if [ -f "$RESULTS/report/REPORT.md" ] && grep -q "Nothing to be done" <<< "$plan"; then
   echo "done" | tee -a "$OUT/progress.txt"
   cp "$RESULTS/report/REPORT.md" "$OUT/"
   mkdir -p "$OUT/tables" && cp "$RESULTS"/report/tables/*.md "$RESULTS"/report/tables/*.csv "$OUT/tables/" 2>/dev/null

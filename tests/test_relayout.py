@@ -53,3 +53,13 @@ def test_relayout_refuses_when_the_precision_is_unknown_or_contradicted(tmp_path
     other = old_results(tmp_path / "other", "fp32")
     with pytest.raises(ValueError, match="records in .* name fp32"):
         relayout.moves(other, "bf16")
+
+
+def test_relayout_of_results_already_in_the_current_layout_moves_nothing(tmp_path, capsys):
+    results = old_results(tmp_path / "results", "fp16")
+    assert cli(["relayout", "--results", str(results)]) == 0
+    before = sorted(p.relative_to(results) for p in results.rglob("*"))
+    capsys.readouterr()
+    assert cli(["relayout", "--results", str(results)]) == 0  # a second time, as a resumed run does
+    assert "0 path(s) moved" in capsys.readouterr().out
+    assert sorted(p.relative_to(results) for p in results.rglob("*")) == before

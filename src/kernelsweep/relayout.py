@@ -62,6 +62,8 @@ def moves(results: str | os.PathLike, precision: str | None = None) -> list[tupl
     not known (no record names one and none is given), ambiguous, or a target exists."""
     results = Path(results)
     paths = legacy_paths(results)
+    if not paths:  # already in the current layout (or empty): nothing to move, whatever the precision
+        return []
     recorded = recorded_precisions(paths)
     if precision is None:
         if len(recorded) != 1:

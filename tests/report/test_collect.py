@@ -237,3 +237,36 @@ def test_skipped_and_failed_baseline_modes_say_why(small_study):
     # the fastest remaining mode is inductor-default (1.0 ms): the 6.0 ms kernel is 1/6 of it
     row = cell(c.cells, "agentic", "L2-001")
     assert row["best_compile_mode"] == "inductor-default" and row["speedup_compile"] == pytest.approx(1 / 6)
+
+
+def test_an_evaluation_that_never_reached_the_device_is_not_another_device(small_study):
+    from kernelsweep.report.document import _environment_section
+    results, _, spec = small_study
+    paths = sorted(results.glob("runs/fp32/m1/*/*/s0/t0/c0/eval.json"))
+    host_only = json.loads(paths[0].read_text())
+    host_only["provenance"] = dict(host_only["provenance"], device_name=None)  # e.g. a hallucinated API
+    paths[0].write_text(json.dumps(host_only))
+    section = "\n".join(_environment_section(collect(results, spec)))
+    assert "(ended before reaching the device)" in section and "more than one kind of device" not in section
+    other = json.loads(paths[1].read_text())
+    other["provenance"] = dict(other["provenance"], device_name="Other GPU")
+    paths[1].write_text(json.dumps(other))
+    assert "more than one kind of device" in "\n".join(_environment_section(collect(results, spec)))
+
+
+def test_the_same_data_check_on_many_files_is_one_line_and_every_file_is_in_the_csv(small_study, tmp_path):
+    from kernelsweep.report.build import build_report
+    from kernelsweep.report.document import DATA_CHECKS
+    results, _, spec = small_study
+    for response in results.glob("runs/fp32/m1/*/*/s0/t*/c*/response.json"):  # no token usage, as replayed
+        response.write_text(json.dumps(dict(json.loads(response.read_text()), usage=None)))
+    build_report(results, tmp_path / "report", spec)
+    checks = pd.read_csv(tmp_path / "report" / DATA_CHECKS)
+    section = (tmp_path / "report/REPORT.md").read_text().split("## Data checks")[1].split("\n## ")[0]
+    for message, group in checks.groupby("message"):
+        lines = [line for line in section.splitlines() if message in line]
+        assert len(lines) == (1 if len(group) >= 4 else len(group)), (message, lines)
+        if len(group) >= 4:
+            assert f"{len(group)} files" in lines[0] and f"{len(group) - 2} more" in lines[0]
+    untokened = checks[checks["message"].str.contains("no token usage")]
+    assert len(untokened) >= 4 and untokened["path"].is_unique

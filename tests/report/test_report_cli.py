@@ -29,7 +29,7 @@ def test_report_rebuilds_identically_from_raw_files_alone(small_study):
     assert "11 of 12 cells with a final result (1 missing, 0 unreadable)" in done.stdout
     out = results / "report"
     first = snapshot(out)
-    expected = ({"REPORT.md"} | {f"{n}.{e}" for n in ("cells", "candidates") for e in ("parquet", "csv")}
+    expected = ({"REPORT.md", "data_checks.csv"} | {f"{n}.{e}" for n in ("cells", "candidates") for e in ("parquet", "csv")}
                 | {f"tables/{t}.{e}" for t in TABLES for e in ("md", "html", "csv")}
                 | {f"figures/{f}.{e}" for f in FIGURES for e in ("png", "svg")})
     assert set(first) == expected

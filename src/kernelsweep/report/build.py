@@ -54,6 +54,9 @@ def build_report(results: str | Path, out: str | Path, spec: StudySpec, jobs: in
         raise ReportInputError(f"results folder not found: {results}")
     collection = collect(results, spec, jobs)
     files = _write_frame(collection.candidates, out, "candidates") + _write_frame(collection.cells, out, "cells")
+    checks = pd.DataFrame([vars(p) for p in collection.problems], columns=["effect", "path", "message"])
+    write_atomic(out / document.DATA_CHECKS, checks.to_csv(index=False))
+    files.append(out / document.DATA_CHECKS)
     several = len(spec.precisions) > 1
     per_precision = {}
     for part in collection.by_precision():

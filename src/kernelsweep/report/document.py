@@ -75,7 +75,8 @@ DEFINITIONS = """## How to read the numbers
 
 - Per-cell numbers use the cell's final (best) candidate; per-candidate tables (`candidates.parquet`, the second
   taxonomy table) use every evaluated candidate.
-- *compiled*: the candidate was built and loaded. *correct*: numerically correct on every trial, on the task's own
+- *compiled*: the candidate's custom extension was built and loaded (a candidate without one, plain PyTorch or
+  code that failed before any build, has nothing to compile and is not counted). *correct*: numerically correct on every trial, on the task's own
   shape and on {variants} shape variant(s) (`evaluation.shape_variants`: the task's size constants rescaled to odd
   sizes; never true for a cheat). *correct on the task's shape*: what a single-shape evaluation (KernelBench) counts
   as correct, i.e. also the candidates wrong only on a variant (`wrong_on_variant`). *correct custom kernel*: correct **and** a custom kernel was defined and launched; a correct candidate
@@ -121,12 +122,26 @@ def _cells_section(c: Collection) -> list[str]:
     return lines + [""]
 
 
+GROUPED_FROM = 4  # files with the same note, from which the note is one line
+DATA_CHECKS = "data_checks.csv"
+
+
 def _checks_section(c: Collection) -> list[str]:
     lines = ["## Data checks", ""]
     if not c.problems and not c.unexpected_runs:
         return lines + ["No problem found in the raw files.", ""]
+    # The same note on many files (e.g. a replayed model without token counts) is one line
+    # naming a few of them; data_checks.csv lists every file.
+    groups: dict[tuple[str, str], list[str]] = {}
     for p in c.problems:
-        lines.append(f"- **{p.effect}** `{p.path}`: {p.message}")
+        groups.setdefault((p.effect, p.message), []).append(p.path)
+    for (effect, message), paths in groups.items():
+        if len(paths) <= GROUPED_FROM - 1:
+            lines += [f"- **{effect}** `{path}`: {message}" for path in paths]
+        else:
+            shown = ", ".join(f"`{path}`" for path in paths[:2])
+            lines.append(f"- **{effect}**, {len(paths)} files ({shown} and {len(paths) - 2} more, all in "
+                         f"`{DATA_CHECKS}`): {message}")
     for run in c.unexpected_runs:
         lines.append(f"- **ignored** `runs/{run}`: not a model/method of this study")
     return lines + [""]
@@ -147,8 +162,10 @@ def _per_precision(c: Collection, section) -> list[str]:
 def _environment_section(c: Collection) -> list[str]:
     lines = ["## Hardware and software", "", "From the provenance of every evaluation:", ""]
     if c.environments:
-        lines.append(_md_table([{k: _plain(v) for k, v in env.items()} for env in c.environments]))
-        if len({env["device_name"] for env in c.environments}) > 1:
+        # An evaluation that ended before its device stage (e.g. a hallucinated API) names no device.
+        lines.append(_md_table([{k: _plain(v) for k, v in env.items()} | ({} if env["device_name"] else
+                                {"device_name": "(ended before reaching the device)"}) for env in c.environments]))
+        if len({env["device_name"] for env in c.environments if env["device_name"]}) > 1:
             lines += ["", "**Warning:** evaluations ran on more than one kind of device; speedups from different "
                       "devices are not comparable."]
     else:
@@ -204,6 +221,7 @@ def _files_section() -> list[str]:
             "- `cells.parquet` / `cells.csv`: one row per expected cell (final result, speedups against every "
             "baseline, LLM calls, tokens, wall times).",
             "- `candidates.parquet` / `candidates.csv`: one row per candidate.",
+            f"- `{DATA_CHECKS}`: every data check, one row per file (effect, path, message).",
             "- `tables/*.md|html|csv`: the tables above (CSV holds the unformatted numbers).",
             "- `figures/*.png|svg`: the figures above.", ""]
 

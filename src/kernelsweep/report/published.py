@@ -211,7 +211,9 @@ def reasons(published: Published, cell: Mapping[str, Any], margin: float) -> lis
     if published.correct and not correct:
         out.append(f"published correct, here {category}")
     elif published.compiled is True and not compiled:
-        out.append(f"published compiled, here {category}")
+        # NA: no custom extension to build (plain PyTorch, or code that failed before any build)
+        out.append(f"published compiled, here {category}" + (" (nothing built: no custom extension)"
+                                                             if _na(cell.get("compiled")) else ""))
     elif published.compiled is False and compiled:
         out.append(f"published not compiled ({published.category or 'no label'}), here compiled ({category})")
     if not published.correct and correct:
@@ -315,7 +317,7 @@ def tables(collection: Collection, published: PublishedSet | None) -> list[Table
                 "published compiled": _count(both, indicators["published_compiled"]),
                 "published correct": _count(both, indicators["published_correct"]),
                 "published faster": _count(both, indicators["published_faster"]),
-                "compiled": _count(both, indicators["compiled"]),
+                "compiled (custom extension built)": _count(both, indicators["compiled"]),
                 "correct (incl. plain PyTorch)": _count(both, indicators["correct"]),
                 "correct custom kernel (launched)": _count(both, indicators["kernel_success"]),
                 "faster than eager": _count(both, indicators["faster_eager"]),
@@ -345,6 +347,8 @@ def tables(collection: Collection, published: PublishedSet | None) -> list[Table
         f"'{VERDICT_KEY}', for the record it submitted per cell), beside this evaluator's verdict of the cell's "
         "final candidate. n = cells with both a published verdict and a final result here; counts with the "
         "percentage and its 95% bootstrap interval over tasks.",
+        "The study's 'compiled' is its own flag (often: the module imported and ran); here 'compiled' means a "
+        "custom extension was built and loaded, so plain PyTorch, with nothing to build, is not compiled here.",
         f"The study's 'faster' is its own flag, or correct with a speedup of at least {FASTER_AT:g} over its "
         "baseline (on its hardware), so a tie counts; here 'faster' needs the speedup's whole 95% interval above "
         f"1 + m (m = {margin:g}, the equivalence margin), for any numerically correct candidate (plain PyTorch included); "
