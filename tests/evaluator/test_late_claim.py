@@ -91,4 +91,21 @@ def test_without_late_claim_nothing_waits(run_eval, cpu_library, monkeypatch):
     r = run_eval("add", "cpp_add")
     assert r["category"] in SUCCESS_CATEGORIES, (r["category"], r["error"])
     assert not {"warm", "slot_wait", "device_held"} & set(r["stage_s"]), r["stage_s"]
-    assert {"reference", "candidate", "correctness", "timing"} <= set(r["stage_s"]), r["stage_s"]
+    stages = r["stage_s"]
+    assert {"reference", "candidate", "correctness", "timing"} <= set(stages), stages
+    # The workers' own account of the correctness and compare stages (where a big output's time goes).
+    assert stages["trials_calls"] + stages["trials_save"] <= stages["correctness"], stages
+    assert stages["reference_keep"] <= stages["reference_trials"] <= stages["correctness"], stages
+    assert stages["compare_load"] + stages["compare_values"] <= stages["compare"], stages
+
+
+def test_a_worker_account_of_its_seconds_is_taken_only_as_named_bounded_numbers():
+    from types import SimpleNamespace
+
+    from kernelsweep.evaluator.evaluation import Evaluation
+    ev = SimpleNamespace(stage_s={"trials_save": 1.0})
+    forged = {"seconds": {"save": 2.5, "calls": -3.0, "device_held": 0.0, "load": float("nan")}}
+    Evaluation._add_seconds(ev, "trials", forged, ("calls", "save", "load"))
+    Evaluation._add_seconds(ev, "trials", {"seconds": ["save", 9]}, ("save",))
+    Evaluation._add_seconds(ev, "trials", {"seconds": {"save": True}}, ("save",))
+    assert ev.stage_s == {"trials_save": 3.5}

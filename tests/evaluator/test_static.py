@@ -136,6 +136,29 @@ def _out(*leaves, structure=None):
             "leaves": list(leaves)}
 
 
+def _widened_magnitude(x: torch.Tensor) -> float:
+    """max_magnitude's meaning, computed the plain way: the whole tensor widened to float64."""
+    w = (x.to(torch.complex128) if x.is_complex() else x.to(torch.float64)).abs()
+    w = w[torch.isfinite(w)]
+    return float(w.max()) if w.numel() else 0.0
+
+
+def test_max_magnitude_in_chunks_equals_the_widened_whole_tensor():
+    span = compare.CHUNK * 2 + 3  # three chunks, the last one short
+    big = torch.randn(span) * 1e3
+    big[compare.CHUNK + 1] = -7e5  # the largest sits in the second chunk
+    big[5], big[-1] = float("nan"), float("inf")  # non-finite values never count
+    cases = [big, big.to(torch.float16), big.to(torch.bfloat16), big[:-3].reshape(2, -1)[:, ::2],  # not contiguous
+             torch.tensor([torch.iinfo(torch.int64).min, 3]),  # abs overflows in int64
+             torch.tensor([-128, 5], dtype=torch.int8), torch.tensor([3 - 4j, float("nan")]),
+             torch.full((4,), float("nan"))]
+    for x in cases:
+        assert compare.max_magnitude(_out(x)) == _widened_magnitude(x), x.dtype
+    assert compare.max_magnitude(_out(torch.ones(3, dtype=torch.bool), torch.empty(0), -2.5)) == 2.5
+    assert compare.distinguishing_tolerance([0.5, 2.0], 1e-2) == 5e-4
+    assert compare.distinguishing_tolerance([0.0], 1e-2) == 1e-2
+
+
 def test_compare_tolerance_rule():
     r = torch.tensor([1.0, 100.0, 0.0])
     ok = compare.compare_outputs(_out(r), _out(r + torch.tensor([1e-4, 1e-2, 1e-4])), 1e-4, 1e-4)

@@ -193,6 +193,17 @@ class Evaluation:
         finally:
             self.stage_s[stage] = self.stage_s.get(stage, 0.0) + time.monotonic() - t
 
+    def _add_seconds(self, stage: str, reply: dict[str, Any], parts: tuple[str, ...]) -> None:
+        """A worker's own account of where a stage's time went, added to
+        stage_s as {stage}_{part}: diagnostics, never part of a verdict. From
+        the candidate's worker only the named parts, as bounded numbers."""
+        seconds = reply.get("seconds")
+        for part in parts if isinstance(seconds, dict) else ():
+            value = seconds.get(part)
+            if type(value) in (int, float) and 0 <= value < 1e6:
+                key = f"{stage}_{part}"
+                self.stage_s[key] = self.stage_s.get(key, 0.0) + value
+
     def _note_outcome(self, outcome: sandbox.Outcome, *, candidate: bool) -> None:
         if outcome.violations or outcome.results > 1:
             self.flags.append("report_tampered")
@@ -360,6 +371,7 @@ class Evaluation:
             return self._candidate_failure(outcome, cand_ready)
         self._note_builds(cand_ready)
         manifest = self._reference_ready(ref)
+        self._add_seconds("reference", manifest, ("trials", "keep"))
         self._room_for_outputs(work, manifest)
         if manifest["degenerate"]:
             self.flags.append("degenerate_tolerance")
@@ -374,6 +386,7 @@ class Evaluation:
         step = cand.request("trials", cases=cases)
         if not step or step.get("status") != "ok":
             return self._candidate_stopped(cand, step)
+        self._add_seconds("trials", step, ("calls", "save"))
         self.stage_s["correctness"] = round(time.monotonic() - started, 3)
         early = cand.request("report", observe=False)
         if early and early.get("status") == "ok":
@@ -463,6 +476,7 @@ class Evaluation:
         with self._spent("compare"):
             reply = ref.request("judge", cases=cases, atol=self.atol, rtol=self.cfg.rtol)
         self._reference_ok(ref, reply, "comparing outputs")
+        self._add_seconds("compare", reply, ("load", "values", "on_host"))
         return reply["results"]
 
     def _judge(self, ref: Worker, manifest: dict[str, Any], trials: list[dict[str, Any]],

@@ -177,8 +177,10 @@ def _call_checked(s: State, inputs: list, seed: int, armed: bool,
 def trials(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]]) -> dict[str, Any]:
     """cases: [{name, seed, inputs (a shared file) or None, armed}], in order."""
     results = []
+    seconds = {"calls": 0.0, "save": 0.0}  # where the time goes (diagnostics only: this process is untrusted)
     with torch.no_grad():
         for i, case in enumerate(cases):
+            started = time.monotonic()
             if case.get("inputs"):
                 inputs = trees.to_device(trees.load(s.shared / case["inputs"]), s.device)
             else:
@@ -186,10 +188,13 @@ def trials(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]]) -> d
             if i == 0:
                 check_call(s.model.forward, inputs, "ModelNew.forward")
             saved, signals = _call_checked(s, inputs, case["seed"], bool(case.get("armed")))
+            saving = time.monotonic()
             outputfiles.save_output(saved, s.private / f"{case['name']}.pt")
             del saved, inputs  # off the device before the next call
+            seconds["calls"] += saving - started
+            seconds["save"] += time.monotonic() - saving
             results.append(dict(signals, name=case["name"], file=f"{case['name']}.pt"))
-    return {"trials": results}
+    return {"trials": results, "seconds": seconds}
 
 
 def variant(ctx: frame.WorkerContext, s: State, name: str, constants: dict[str, int],

@@ -26,6 +26,7 @@ with the kept ones, each candidate file removed once read)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -132,28 +133,39 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
         model = model.to(seeding.DTYPES[s.precision])
     s.model = model
 
-    def run_case(inputs: list, seed: int, name: str) -> dict[str, Any]:
+    def run_case(inputs: list, seed: int, name: str, first: dict[str, Any] | None = None) -> dict[str, Any]:
         pristine = trees.clone_tree(inputs)
         seeding.set_seed(seed)
         out = model(*inputs)
         machine.synchronize(s.device)
         structure, leaves = trees.flatten_output(out)
+        output = {"structure": structure, "leaves": leaves}
+        # What the manifest needs of the output, taken on the device before _keep may
+        # spill it to a host file (there, a 4 GiB output's checks took seconds each).
+        facts = {"_magnitude": compare.max_magnitude(output),
+                 "_zeros_pass": compare.zeros_would_pass(output, atol, rtol),
+                 "_as_first": first is None or compare.compare_outputs(first, output, atol, rtol)["ok"]}
+        keeping = time.monotonic()
+        kept = _keep(s, name, structure, leaves)
+        spent["keep"] += time.monotonic() - keeping
         return {"name": name, "mutates_inputs": not trees.same_values(inputs, pristine),
                 "aliases_inputs": trees.aliases(leaves, inputs), "output_bytes": trees.tree_nbytes(leaves),
-                "_saved": _keep(s, name, structure, leaves)}
+                "_saved": kept, **facts}
 
     ctx.phase("trials")
-    trials = []
+    started, spent = time.monotonic(), {"keep": 0.0}  # where the time goes (the parent's stage_s)
+    trials, varies = [], False
     with torch.no_grad():
         for i, seed in enumerate(cfg["trial_seeds"]):
+            first = trials[0]["_saved"] if trials and not varies else None  # one difference settles it
             trials.append(dict(run_case(seeding.make_inputs(s.ref, seed, s.precision, s.device), seed,
-                                        f"trial{i}"), seed=seed))
-        first = trials[0]["_saved"]
-        varies = any(not compare.compare_outputs(first, t["_saved"], atol, rtol)["ok"] for t in trials[1:])
-        near_zero = all(compare.max_magnitude(t["_saved"]) <= atol for t in trials)
+                                        f"trial{i}", first), seed=seed))
+            varies = varies or not trials[-1]["_as_first"]
+        near_zero = all(t["_magnitude"] <= atol for t in trials)
         constant = (len(trials) > 1 and not varies) or near_zero
-        degenerate = all(compare.zeros_would_pass(t["_saved"], atol, rtol) for t in trials)
-        judged_atol = compare.distinguishing_tolerance([t["_saved"] for t in trials], atol) if degenerate else atol
+        degenerate = all(t["_zeros_pass"] for t in trials)
+        judged_atol = compare.distinguishing_tolerance([t["_magnitude"] for t in trials], atol) \
+            if degenerate else atol
         probes = []
         if constant:
             ctx.phase("probes")
@@ -165,13 +177,15 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
                 trees.save(probe, Path(cfg["shared_dir"]) / f"probe_{kind}_in.pt")
                 probes.append(dict(run_case(probe, trials[0]["seed"], f"probe_{kind}"), seed=trials[0]["seed"],
                                    inputs=f"probe_{kind}_in.pt"))
-    for case in trials + probes:
-        case.pop("_saved")
+    for case in trials + probes:  # what stays here: the kept output and the facts above
+        for key in [k for k in case if k.startswith("_")]:
+            del case[key]
     input_bytes = trees.tree_nbytes(seeding.make_inputs(s.ref, trials[0]["seed"], s.precision, s.device))
     s.input_bytes, s.config = input_bytes, cfg
     s.peak_reserved = torch.cuda.max_memory_reserved(s.device) if s.device.type == "cuda" else 0
     s.ready = {"trials": trials, "probes": probes, "constant": constant, "near_zero": near_zero,
-               "degenerate": degenerate, "atol": judged_atol, "device_info": info, "input_bytes": input_bytes}
+               "degenerate": degenerate, "atol": judged_atol, "device_info": info, "input_bytes": input_bytes,
+               "seconds": dict(spent, trials=time.monotonic() - started)}
     return s
 
 
@@ -297,7 +311,9 @@ def judge(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]], atol:
     bit for bit (outputs that do not depend on the inputs). Each result is
     compare.compare_outputs's, or {ok: False, unreadable: why}."""
     results, first = [], None
+    seconds = {"load": 0.0, "values": 0.0, "on_host": 0.0}  # where the time goes (the parent's stage_s)
     for case in cases:
+        started = time.monotonic()
         mine = _kept(s, case["name"])
         path = s.candidate_dir / Path(case["file"]).name  # a bare name: never outside the candidate's folder
         try:
@@ -307,16 +323,21 @@ def judge(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]], atol:
             continue
         finally:
             path.unlink(missing_ok=True)
+            seconds["load"] += time.monotonic() - started
+        started = time.monotonic()
         try:
             result = compare.compare_outputs(mine, theirs, atol, rtol)
         except torch.OutOfMemoryError:  # no room on the device for the comparison: the same on the host
+            fallback = time.monotonic()
             mine, theirs = _on_host(mine), _on_host(theirs)
             result = compare.compare_outputs(mine, theirs, atol, rtol)
+            seconds["on_host"] += time.monotonic() - fallback
         if case.get("grouped"):
             first = theirs if first is None else first
             result["same_as_first"] = compare.identical_outputs(first, theirs)
+        seconds["values"] += time.monotonic() - started
         results.append(result)
-    return {"results": results}
+    return {"results": results, "seconds": seconds}
 
 
 if __name__ == "__main__":
