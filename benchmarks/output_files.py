@@ -4,7 +4,8 @@ against a chunked copy through a pinned host buffer, on each given folder.
 A task with GiB-sized outputs (KernelBench L1-007, L1-009: 4 GiB) spends most
 of the device's time in these files (docs/gpu-notes.md, session 11). Prints,
 per folder and way: seconds per output to write (device -> file) and to read
-(file -> device), and GB/s.
+(file -> device), to delete it, and GB/s. Every output is written first,
+then each is read and deleted, as the evaluator's workers do.
 
     python benchmarks/output_files.py --device cuda --gib 4 --count 3 --dirs /tmp,/dev/shm
 """
@@ -55,18 +56,19 @@ def load_pinned(path: Path, like: torch.Tensor, device: torch.device, buffer: to
 def run(device: torch.device, gib: float, count: int, folder: str, way: str) -> dict:
     n = int(gib * (1 << 30) / 4)
     pinned = torch.empty(CHUNK, dtype=torch.uint8, pin_memory=device.type == "cuda")
-    writes, reads = [], []
+    writes, reads, unlinks = [], [], []
+    x = torch.rand(n, device=device)
     with tempfile.TemporaryDirectory(dir=folder, prefix="ks-outbench-") as tmp:
-        for i in range(count):
-            x = torch.rand(n, device=device)
+        paths = [Path(tmp) / f"out{i}.pt" for i in range(count)]
+        for path in paths:  # as the evaluator does: every trial's output written, then each judged
             _sync(device)
-            path = Path(tmp) / f"out{i}.pt"
             started = time.perf_counter()
             if way == "mapped":
                 outputfiles.save_output({"structure": "T", "leaves": [x]}, path)
             else:
                 save_pinned(x, path, pinned)
             writes.append(time.perf_counter() - started)
+        for path in paths:
             started = time.perf_counter()
             if way == "mapped":
                 y = outputfiles.load_output(path, device)["leaves"][0]
@@ -74,13 +76,18 @@ def run(device: torch.device, gib: float, count: int, folder: str, way: str) -> 
                 y = load_pinned(path, x, device, pinned)
             _sync(device)
             reads.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            path.unlink()
+            unlinks.append(time.perf_counter() - started)
             assert torch.equal(x, y)
-            del x, y
+            del y
     gb = n * 4 / 1e9
     return {"folder": folder, "way": way, "gib": gib, "count": count,
             "write_s": round(statistics.median(writes), 3), "read_s": round(statistics.median(reads), 3),
             "write_gbs": round(gb / statistics.median(writes), 2), "read_gbs": round(gb / statistics.median(reads), 2),
-            "writes": [round(t, 3) for t in writes], "reads": [round(t, 3) for t in reads]}
+            "unlink_s": round(statistics.median(unlinks), 3),
+            "writes": [round(t, 3) for t in writes], "reads": [round(t, 3) for t in reads],
+            "unlinks": [round(t, 3) for t in unlinks]}
 
 
 def main() -> None:
@@ -101,7 +108,8 @@ def main() -> None:
             row = run(device, args.gib, args.count, folder, way)
             rows.append(row)
             print(f"{folder:12} {way:7} write {row['write_s']:6.2f} s ({row['write_gbs']:5.2f} GB/s)  "
-                  f"read {row['read_s']:6.2f} s ({row['read_gbs']:5.2f} GB/s)  {row['writes']} {row['reads']}",
+                  f"read {row['read_s']:6.2f} s ({row['read_gbs']:5.2f} GB/s)  unlink {row['unlink_s']:5.2f} s  "
+                  f"{row['writes']} {row['reads']} {row['unlinks']}",
                   flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1))
