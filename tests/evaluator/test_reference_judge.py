@@ -1,7 +1,7 @@
 """The reference worker's comparison (workers/reference.judge), in process on
 the CPU: outputs kept in memory or spilled to private files past the budget
 are judged alike, candidate files are read from the candidate's folder only
-and removed once read, and unreadable files are named, not fatal."""
+and moved out of it once read, and unreadable files are named, not fatal."""
 
 from __future__ import annotations
 
@@ -68,3 +68,19 @@ def test_unreadable_and_identical_outputs(tmp_path):
     assert results[0]["ok"] and results[0]["same_as_first"]
     assert not results[1]["ok"] and results[1]["same_as_first"]
     assert "unreadable" in results[2] and not (s.candidate_dir / "trial2.pt").exists()
+
+
+def test_a_judged_name_read_again_finds_nothing_and_odd_entries_are_moved_not_fatal(tmp_path):
+    s = _state(tmp_path, budget=1 << 20)
+    out = torch.randn(16)
+    for name in ("trial0", "again", "odd"):
+        reference._keep(s, name, *trees.flatten_output(out))
+    _candidate_file(s, "trial0", out.clone())
+    first = reference.judge(None, s, [{"name": "trial0", "file": "trial0.pt"}], atol=1e-4, rtol=1e-4)
+    assert first["results"][0]["ok"] and not (s.candidate_dir / "trial0.pt").exists()
+    # The same file name judged again, with nothing written since: unreadable, never the old output.
+    again = reference.judge(None, s, [{"name": "again", "file": "trial0.pt"}], atol=1e-4, rtol=1e-4)
+    assert "unreadable" in again["results"][0]
+    (s.candidate_dir / "odd.pt").mkdir()  # a folder where the output file should be
+    odd = reference.judge(None, s, [{"name": "odd", "file": "odd.pt"}], atol=1e-4, rtol=1e-4)
+    assert "unreadable" in odd["results"][0] and not (s.candidate_dir / "odd.pt").exists()

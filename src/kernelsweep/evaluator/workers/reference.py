@@ -26,6 +26,7 @@ with the kept ones, each candidate file removed once read)."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -75,8 +76,23 @@ def _kept(s: State, name: str) -> dict[str, Any]:
         return kept
     path = s.private / f"{name}.pt"
     saved = _load_near(path, s.device)
-    path.unlink()
+    _discard(s, path)
     return saved
+
+
+def _discard(s: State, path: Path) -> None:
+    """A judged output file out of its folder (a later read of the same name
+    finds nothing, never a stale output): renamed into this worker's trash,
+    not deleted. Deleting a GiB-sized file whose pages the kernel is still
+    writing back waits for the disk, and the device is held here; the trash
+    goes with the evaluation's folder, once the device is released."""
+    trash = s.private / "judged"
+    trash.mkdir(exist_ok=True)
+    s.discarded = getattr(s, "discarded", 0) + 1
+    try:
+        os.replace(path, trash / str(s.discarded))  # a link or folder moves as itself
+    except FileNotFoundError:
+        pass
 
 
 def _load_near(path: Path, device: torch.device) -> dict[str, Any]:
@@ -322,7 +338,7 @@ def judge(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]], atol:
             results.append({"ok": False, "unreadable": f"{type(exc).__name__}: {exc}"[:500]})
             continue
         finally:
-            path.unlink(missing_ok=True)
+            _discard(s, path)
             seconds["load"] += time.monotonic() - started
         started = time.monotonic()
         try:
