@@ -46,6 +46,29 @@ def candidates(results: Path) -> list[dict]:
     return rows
 
 
+def task_jobs(results: Path, since: float | None) -> dict[str, dict]:
+    """The per-task device jobs (profiles, baselines) that ended in the span:
+    how many, and their seconds (a baseline's device-held seconds where it
+    took the device late, else its job's wall time from Snakemake's benchmark)."""
+    kinds: dict[str, dict] = {}
+    for kind in ("profile", "baseline"):
+        rows = []
+        for tsv in sorted((results / "benchmarks" / kind).rglob("*.tsv")):
+            if since is not None and tsv.stat().st_mtime < since:
+                continue
+            lines = tsv.read_text().splitlines()
+            wall = float(lines[1].split("\t")[0]) if len(lines) > 1 else None
+            held = None
+            parts = tsv.relative_to(results / "benchmarks" / kind).with_suffix("").parts  # device, precision, task
+            record = results / kind / Path(*parts).with_suffix(".json")
+            if record.exists():
+                held = (json.loads(record.read_text()).get("stage_s") or {}).get("device_held")
+            rows.append({"task": "/".join(parts), "wall_s": wall, "held_s": held if held is not None else wall})
+        kinds[kind] = {"jobs": len(rows), "held_s": round(sum(r["held_s"] or 0 for r in rows), 1),
+                       "wall_s": spread([r["wall_s"] for r in rows]), "rows": rows}
+    return kinds
+
+
 def spread(values: list[float]) -> str:
     values = [v for v in values if v is not None]
     if not values:
@@ -78,8 +101,13 @@ def main() -> int:
     print(f"\n{totals['candidates']} candidates in {span:.0f} s ({since} to last evaluation): "
           f"{totals['per_hour']} per hour")
     print(f"build: {totals['build']}\nevaluation: {totals['eval']}\nslot held: {totals['held']}")
+    held = sum(r["held_s"] or 0 for r in rows)
+    jobs = task_jobs(args.results, args.since)
+    totals["device_s"] = {"evaluations": round(held, 1), **{k: v["held_s"] for k, v in jobs.items()}}
+    print(f"device held in the span: evaluations {held:.0f} s over {len(rows)}; " + "; ".join(
+        f"{kind}s {v['held_s']:.0f} s over {v['jobs']} (job wall {v['wall_s']})" for kind, v in jobs.items()))
     if args.out:
-        args.out.write_text(json.dumps({"rows": rows, "totals": totals}, indent=1))
+        args.out.write_text(json.dumps({"rows": rows, "totals": totals, "task_jobs": jobs}, indent=1))
     return 0
 
 

@@ -109,3 +109,52 @@ def test_a_worker_account_of_its_seconds_is_taken_only_as_named_bounded_numbers(
     Evaluation._add_seconds(ev, "trials", {"seconds": ["save", 9]}, ("save",))
     Evaluation._add_seconds(ev, "trials", {"seconds": {"save": True}}, ("save",))
     assert ev.stage_s == {"trials_save": 3.5}
+
+
+def test_baselines_build_the_model_before_the_device_is_taken_and_hold_it_for_every_mode(tmp_path, monkeypatch):
+    """A baseline job under the late claim: the first mode's worker constructs
+    Model while the job before still holds the device; the device is then held
+    from the first mode to the last, and the modes come back in order (a mode
+    failing at its limit costs only that mode)."""
+    from kernelsweep.evaluator.baseline import run_baseline
+
+    built = tmp_path / "built"
+    reference = tmp_path / "compile_sleeps_built_late.py"
+    reference.write_text((REFERENCES / "compile_sleeps.py").read_text().replace(
+        "        super().__init__()\n",
+        f"        super().__init__()\n        open({str(built)!r}, 'a').write('constructed\\n')\n"))
+    lock = tmp_path / "slots" / "gpu0.lock"
+    monkeypatch.setenv(gpu_slots.ENV_TIMING_LOCK, str(lock))
+    monkeypatch.setenv(gpu_slots.ENV_SLOT, "0")
+    holder = _hold(lock)
+    outcome: dict = {}
+    job = threading.Thread(target=lambda: outcome.update(record=run_baseline(
+        reference, device="cpu", modes=["eager", "inductor-default", "inductor-reduce-overhead"],
+        timing_trials=4, warmup=1, timeout_s=20.0, log_dir=tmp_path / "logs")))
+    job.start()
+    try:
+        deadline = time.monotonic() + 120
+        while not built.exists() and job.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert built.exists(), "Model was not constructed while the device was held by another job"
+        time.sleep(1.0)
+        assert job.is_alive(), outcome  # no timing without the device
+    finally:
+        os.close(holder)
+    job.join(300)
+    r = outcome["record"]
+    modes = r["modes"]
+    assert list(modes) == ["eager", "inductor-default", "inductor-reduce-overhead"], modes
+    assert modes["eager"]["status"] == "ok" and modes["eager"]["runtime_ms"]["n"] == 4, modes["eager"]
+    assert modes["inductor-default"]["status"] == "failed" and "time limit" in modes["inductor-default"]["error"]
+    assert modes["inductor-reduce-overhead"]["status"] == "skipped"
+    assert built.read_text().count("constructed") == 2  # one Model per timed mode, none for the skipped one
+    stages = r["stage_s"]
+    assert stages["slot_wait"] > 0.5 and stages["warm"] > 0 and stages["device_held"] > 0, stages
+    # Both timed modes ran on the held device: the failing one used its whole limit there.
+    assert stages["device_held"] >= 20.0 + modes["eager"]["runtime_ms"]["median"] * 4 / 1000, stages
+    probe = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(probe)

@@ -192,6 +192,14 @@ def test_study_throughput_counts_every_evaluation(finished_study, tmp_path):
                            "--out", str(out)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     evals = list((tmp / "results" / "runs").rglob("eval.json"))
-    totals = json.loads(out.read_text())["totals"]
+    report = json.loads(out.read_text())
+    totals = report["totals"]
     assert totals["candidates"] == len(evals) == 7 and totals["per_hour"] > 0
     assert "per hour" in proc.stdout
+    # The per-task device jobs are accounted beside the evaluations: every baseline the study ran,
+    # with the seconds it held the timing slot (taken late, as evaluations take it).
+    baselines = list((tmp / "results" / "baseline").rglob("*.json"))
+    assert baselines and report["task_jobs"]["baseline"]["jobs"] == len(baselines)
+    for row in report["task_jobs"]["baseline"]["rows"]:
+        assert 0 < row["held_s"] <= row["wall_s"], row
+    assert set(totals["device_s"]) == {"evaluations", "profile", "baseline"}

@@ -1,6 +1,8 @@
 # Stages 2-3: the reference's profile (input of guided prompts) and its
 # baselines (eager and torch.compile), measured on the study's device, per
 # precision (the reference cast to fp16 is another program than at fp32).
+# Baselines take the device late, as evaluations do: each mode's worker imports
+# torch and builds the model while the job before still times.
 
 
 rule profile:
@@ -45,7 +47,7 @@ rule baseline:
     conda:
         TIMING_ENV
     shell:
-        "$KERNELSWEEP_PYTHON -m kernelsweep gpu-slots run {params.slots} -- "
+        "$KERNELSWEEP_PYTHON -m kernelsweep gpu-slots run {params.slots} --late -- "
         "$KERNELSWEEP_PYTHON -m kernelsweep baseline-task {input} --device {wildcards.device} --precision {wildcards.precision} "
         "--modes {params.modes} --timing-trials {params.trials} --timeout {params.timeout} "
         "--out {output} > {log} 2>&1"

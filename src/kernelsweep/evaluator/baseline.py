@@ -5,10 +5,12 @@ hanging in autotuning) costs only that mode."""
 from __future__ import annotations
 
 import tempfile
+import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
-from kernelsweep import fileio, metrics
+from kernelsweep import fileio, gpu_slots, metrics
 from kernelsweep.evaluator import classify, sandbox, settings
 from kernelsweep.evaluator.errors import HarnessError
 
@@ -40,34 +42,100 @@ def run_baseline(reference: Path, *, device: str = "cuda", precision: str = "fp3
              "timing_base": settings.TIMING_SEED_BASE}
     env = sandbox.child_env({"CUDA_VISIBLE_DEVICES": ""} if device == "cpu" else None)
     results: dict[str, Any] = {}
-    info: dict[str, Any] = {}
     for mode in modes:
         if device == "cpu" and mode in CPU_SKIPS:
             results[mode] = {"status": "skipped", "runtime_ms": None, "error": None, "reason": CPU_SKIPS[mode]}
-            continue
-        config = {"device": device, "precision": precision, "mode": mode, "reference": str(reference),
-                  "seeds": seeds, "warmup": warmup, "timing_trials": timing_trials,
-                  "pool_bytes": settings.TIMING_POOL_BYTES[device],
-                  "memory_limit": settings.cpu_memory_limit(None) if device == "cpu" else None}
-        with tempfile.TemporaryDirectory(prefix="kernelsweep-baseline-") as tmp:
-            outcome = sandbox.run_worker("kernelsweep.evaluator.workers.baseline", config,
-                                         log_path=logs / f"baseline-{mode}.log", cwd=Path(tmp),
-                                         run_limit_s=timeout_s, build_limit_s=timeout_s, env=env, label=mode)
-        failure = classify.classify_outcome(outcome)
-        if failure is not None:
-            results[mode] = {"status": "failed", "runtime_ms": None, "error": failure.message,
-                             "category": failure.category, "log": outcome.log, "wall_s": round(outcome.wall_s, 3)}
-            continue
-        r = outcome.result
-        info = info or r.get("device_info", {})
-        results[mode] = {"status": "ok", "runtime_ms": dict(metrics.summarize(r["samples"]), samples=r["samples"]),
-                         "error": None, "compile_s": r.get("compile_s"), "pool_sets": r.get("pool_sets"),
-                         "log": outcome.log, "wall_s": round(outcome.wall_s, 3)}
+    timed = [m for m in modes if m not in results]
+    base = {"device": device, "precision": precision, "reference": str(reference), "seeds": seeds,
+            "warmup": warmup, "timing_trials": timing_trials, "pool_bytes": settings.TIMING_POOL_BYTES[device],
+            "memory_limit": settings.cpu_memory_limit(None) if device == "cpu" else None,
+            "await_go": gpu_slots.late_claim()}
+
+    def start(mode: str) -> _ModeWorker:
+        return _ModeWorker(lambda cwd: sandbox.Worker(
+            "kernelsweep.evaluator.workers.baseline", dict(base, mode=mode), log_path=logs / f"baseline-{mode}.log",
+            cwd=cwd, env=env, run_limit_s=timeout_s, build_limit_s=timeout_s, label=mode))
+
+    info: dict[str, Any] = {}
+    device_s: dict[str, float] = {}
+    with _device_turn(timed, start, task or reference.stem, device_s) as outcomes:
+        for mode, outcome in outcomes:
+            failure = classify.classify_outcome(outcome)
+            if failure is not None:
+                results[mode] = {"status": "failed", "runtime_ms": None, "error": failure.message,
+                                 "category": failure.category, "log": outcome.log,
+                                 "wall_s": round(outcome.wall_s, 3)}
+                continue
+            r = outcome.result
+            info = info or r.get("device_info", {})
+            results[mode] = {"status": "ok",
+                             "runtime_ms": dict(metrics.summarize(r["samples"]), samples=r["samples"]),
+                             "error": None, "compile_s": r.get("compile_s"), "pool_sets": r.get("pool_sets"),
+                             "log": outcome.log, "wall_s": round(outcome.wall_s, 3)}
+    results = {m: results[m] for m in modes}  # the order asked for
     return {
         "schema": SCHEMA, "task": task or reference.stem, "device": device, "device_name": info.get("device_name"),
-        "precision": precision, "modes": results,
+        "precision": precision, "modes": results, "stage_s": device_s,
         "provenance": {"task_sha256": task_sha, "torch": info.get("torch"), "cuda": info.get("cuda"),
                        "driver": info.get("driver"), "python": info.get("python"), "seeds": seeds,
                        "timing_trials": timing_trials, "warmup": warmup, "harness": settings.HARNESS_VERSION,
                        "visible_devices": info.get("visible_devices")},
     }
+
+
+class _ModeWorker:
+    """One mode's worker and the scratch folder it runs in (removed with it)."""
+
+    def __init__(self, make: Callable[[Path], sandbox.Worker]):
+        self._tmp = tempfile.TemporaryDirectory(prefix="kernelsweep-baseline-")
+        self.worker = make(Path(self._tmp.name)).start()
+
+    def outcome(self) -> sandbox.Outcome:
+        try:
+            return self.worker.wait()
+        finally:
+            self._tmp.cleanup()
+
+
+@contextmanager
+def _device_turn(modes: list[str], start: Callable[[str], _ModeWorker], task: str,
+                 stage_s: dict[str, float]) -> Iterator[Iterator[tuple[str, sandbox.Outcome]]]:
+    """Yields (mode, outcome) in order. Under `gpu-slots run --late` the first
+    worker imports torch and builds the model before the device is taken, and
+    each next one does so while the one before times; the device is then held
+    from the first "go" to the last worker's end (seconds in `stage_s`).
+    Elsewhere each worker runs in turn and the wrapper already holds the slot."""
+    late = gpu_slots.late_claim()
+    if not modes:
+        yield iter(())
+        return
+    if not late:
+        yield ((mode, start(mode).outcome()) for mode in modes)
+        return
+    running: list[_ModeWorker] = []
+    try:
+        running.append(start(modes[0]))
+        warming = time.monotonic()
+        running[0].worker.hello()
+        stage_s["warm"] = round(time.monotonic() - warming, 3)
+        with gpu_slots.timing_slot(label=f"baseline {task}") as waited:
+            held = time.monotonic()
+            stage_s["slot_wait"] = round(waited or 0.0, 3)
+
+            def turns() -> Iterator[tuple[str, sandbox.Outcome]]:
+                for i, mode in enumerate(modes):
+                    current = running[-1]
+                    current.worker.hello()  # warm by now, as a rule: it started during the last mode
+                    if i + 1 < len(modes):
+                        running.append(start(modes[i + 1]))
+                    current.worker.send("go")
+                    yield mode, current.outcome()
+
+            try:
+                yield turns()
+            finally:
+                stage_s["device_held"] = round(time.monotonic() - held, 3)
+    finally:
+        for mode_worker in running:  # a failure of this process: no worker is left waiting for "go"
+            mode_worker.worker.abort()
+            mode_worker.outcome()

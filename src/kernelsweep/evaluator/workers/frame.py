@@ -131,11 +131,38 @@ def _start() -> WorkerContext | None:
     return ctx
 
 
-def run(body: Callable[[WorkerContext], dict[str, Any]]) -> None:
-    """A one-shot worker: run the body, send one result, leave."""
+def _prepared_before_go(ctx: WorkerContext, prepare: Callable[[WorkerContext], Any] | None) -> Any:
+    """Without `await_go`: prepare(ctx) now. With it: say "hello", prepare on a
+    few threads (the job before still times beside it), wait for "go" (leave
+    quietly if the parent ends instead) and only then return the state or
+    raise what prepare raised, so a failure is reported once the device is ours."""
+    if not ctx.config.get("await_go"):
+        return prepare(ctx) if prepare is not None else None
+    ctx.channel.send("hello")
+    prepared: Any = None
+    early_failure: BaseException | None = None
+    if prepare is not None:
+        try:
+            with _few_threads():
+                prepared = prepare(ctx)
+        except BaseException as exc:  # noqa: BLE001 - reported after "go"
+            early_failure = exc
+    command = ctx.channel.next_command()
+    if command is None or command.get("op") != "go":
+        finish(0)
+    if early_failure is not None:
+        raise early_failure
+    return prepared
+
+
+def run(body: Callable[..., dict[str, Any]], prepare: Callable[[WorkerContext], Any] | None = None) -> None:
+    """A one-shot worker: run the body, send one result, leave. With `prepare`
+    given, its state is passed on as `body(ctx, state)`; under `await_go` it
+    runs (on a few threads) before the device is the worker's, as in serve()."""
     ctx = _start()
     try:
-        message = {"status": "ok", **body(ctx)}
+        prepared = _prepared_before_go(ctx, prepare)
+        message = {"status": "ok", **(body(ctx) if prepare is None else body(ctx, prepared))}
     except BaseException as exc:  # noqa: BLE001 - everything a candidate raises is data
         message = ctx.failure_message(exc)
     try:
@@ -172,26 +199,9 @@ def serve(setup: Callable[..., Any], commands: dict[str, Callable[..., dict[str,
     as `setup(ctx, state)`; its failure is answered as reply 0, after "go"."""
     ctx = _start()
     seq = 0
-    prepared: Any = None
-    early_failure: BaseException | None = None
-    if ctx.config.get("await_go"):
-        ctx.channel.send("hello")
-        if prepare is not None:
-            try:
-                with _few_threads():
-                    prepared = prepare(ctx)
-            except BaseException as exc:  # noqa: BLE001 - answered as reply 0 once the device is ours
-                early_failure = exc
-        command = ctx.channel.next_command()
-        if command is None or command.get("op") != "go":
-            finish(0)
     try:
-        if early_failure is not None:
-            raise early_failure
-        if prepare is None:
-            state = setup(ctx)
-        else:
-            state = setup(ctx, prepared if ctx.config.get("await_go") else prepare(ctx))
+        prepared = _prepared_before_go(ctx, prepare)
+        state = setup(ctx) if prepare is None else setup(ctx, prepared)
         ctx.channel.send("reply", seq=0, payload={"status": "ok", **(getattr(state, "ready", None) or {})})
         while True:
             command = ctx.channel.next_command()
