@@ -8,9 +8,9 @@ cold build cache of its own:
 - inline: the evaluations one after another, each building its extension
           inside the candidate worker (holding the GPU meanwhile).
 - late:   builds as in pool, then the evaluations as separate commands
-          through `kernelsweep gpu-slots run --late`, two at a time on one
-          GPU (as the workflow runs them with --resources gpu=2): the next
-          warms up while one times; device time is the held span (gpu_s).
+          through `kernelsweep gpu-slots run --late`, four at a time on one
+          GPU (as the workflow runs them with --resources gpu=4): three
+          warm up while one times; device time is the held span (gpu_s).
 - kernelbench: the same candidates through KernelBench's own evaluator
           (benchmarks/kernelbench_anchor.py: builds first on N workers,
           then one fresh process per evaluation, as its scripts run it).
@@ -39,6 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from kernelsweep import gpu_slots  # noqa: E402
 from kernelsweep.evaluator import HarnessError, compile_candidate, evaluate  # noqa: E402
 
 FIXTURES = REPO / "tests" / "evaluator" / "fixtures"
@@ -147,7 +148,7 @@ def run_late(pairs: list[tuple[Path, Path]], args: argparse.Namespace) -> dict:
         return row
 
     t1 = time.monotonic()
-    with ThreadPoolExecutor(2) as pool:
+    with ThreadPoolExecutor(1 + gpu_slots.QUEUE_PLACES) as pool:  # one timing, the queue warming up
         rows = list(pool.map(one, pairs))
     evals_wall = time.monotonic() - t1
     return {"mode": "late", "rows": rows, "compile_wall_s": round(compile_wall, 2),

@@ -47,7 +47,7 @@ until_deadline() {  # snakemake on the given targets (none: the whole study) unt
   local left=$(( deadline - $(date +%s) ))
   [ "$left" -gt 10 ] || return 124
   # targets first: --config takes every word after it
-  timeout -s INT -k 30 "$left" python3 -m snakemake "$@" --cores "$(nproc)" --resources gpu=$((2 * GPUS)) \
+  timeout -s INT -k 30 "$left" python3 -m snakemake "$@" --cores "$(nproc)" --resources gpu=$((4 * GPUS)) \
     --keep-going --rerun-incomplete "${ARGS[@]}" >> "$WORK/snakemake.log" 2>&1
 }
 rc=0

@@ -333,7 +333,7 @@ with open(os.path.join(log_dir, name + ".json"), "w") as f:
 def test_late_commands_warm_up_while_another_times_and_never_share_the_device(tmp_path):
     logs = tmp_path / "logs"
     logs.mkdir()
-    cmd = [*WRAPPER, "--slots-dir", str(tmp_path / "slots"), "--gpus", "1", "--late", "--",
+    cmd = [*WRAPPER, "--slots-dir", str(tmp_path / "slots"), "--gpus", "1", "--late", "--queue", "1", "--",
            sys.executable, "-c", LATE_CHILD, str(logs)]
     procs = [subprocess.Popen([*cmd, f"job{i}", "0.4", "0.6"], env=clean_env(), stderr=subprocess.PIPE, text=True)
              for i in range(4)]
@@ -349,6 +349,32 @@ def test_late_commands_warm_up_while_another_times_and_never_share_the_device(tm
         assert after["warm_start"] >= before["device_start"] - 0.05, (before, after)
     # The point of the queue: a job warmed up while the one before it timed.
     assert any(after["warm_start"] < before["device_end"] for before, after in zip(recs, recs[1:]))
+
+
+def test_a_deeper_queue_keeps_the_device_busy_when_warming_up_takes_longer_than_timing(tmp_path):
+    """Each job warms up for 1.5 s and holds the device for 0.3 s. With one queue
+    place the device idles ~1.2 s between jobs; with three, jobs warm up side by
+    side, the device passes from one to the next without a gap, and no more than
+    three warm up at once."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    cmd = [*WRAPPER, "--slots-dir", str(tmp_path / "slots"), "--gpus", "1", "--late", "--queue", "3", "--",
+           sys.executable, "-c", LATE_CHILD, str(logs)]
+    procs = [subprocess.Popen([*cmd, f"job{i}", "1.5", "0.3"], env=clean_env(), stderr=subprocess.PIPE, text=True)
+             for i in range(6)]
+    finish(procs, timeout=120)
+    recs = sorted(records(logs), key=lambda r: r["device_start"])
+    assert len(recs) == 6
+    for before, after in zip(recs, recs[1:]):
+        assert after["device_start"] >= before["device_end"], (before, after)  # still one timing at a time
+    # Three warmed up together, so the second and third found the device's turn ready:
+    # they took it at once when the one before let go (a one-place queue would leave ~1.2 s gaps).
+    gaps = [after["device_start"] - before["device_end"] for before, after in zip(recs, recs[1:])]
+    assert sorted(gaps)[len(gaps) // 2] < 0.5, gaps
+    # Never more than the three places (and the holder) at once: a warm start needs a free place.
+    for r in recs:
+        warming = [o for o in recs if o["warm_start"] <= r["warm_start"] < o["device_start"] and o is not r]
+        assert len(warming) <= 2, (r, warming)
 
 
 def test_late_is_ignored_on_the_cpu_slot(tmp_path):

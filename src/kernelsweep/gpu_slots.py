@@ -16,12 +16,16 @@ A lock belongs to the open file, which the child inherits: the slot stays taken
 while the wrapper *or* the command (or anything it left running) is alive, and
 the kernel frees it when the last of them exits, even after SIGKILL.
 
-`run --late` (evaluations on a GPU) claims a place in the device's queue
-instead (`gpu<device>.next.lock`, one holder per device): the command starts
-its workers, which import torch while the job before it still times, and only
-then takes the device itself with `timing_slot()`, which gives the place in
-the queue to the next job. So a device waits for no process start between two
-evaluations, and still runs one timing at a time.
+`run --late` (evaluations and baselines on a GPU) claims a place in the
+device's queue instead (`--queue N` places per device, default 3:
+`gpu<device>.next.lock`, `gpu<device>.next1.lock`, ...): the command starts its
+workers, which import torch while the job before it still times, and only then
+takes the device itself with `timing_slot()`, which gives its place in the
+queue to a job behind it. So a device waits for no process start between two
+evaluations, and still runs one timing at a time. Several places, because an
+evaluation warms up for longer (2-3 s: two processes importing torch) than a
+typical one holds the device (~2 s): with one place the device idled between
+them.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ ENV_TIMING_LOCK = "KERNELSWEEP_TIMING_LOCK"  # set for a --late child: the devic
 ENV_QUEUE_FD = "KERNELSWEEP_QUEUE_FD"  # set for a --late child: its inherited place in the device's queue
 CPU_DEVICE = "cpu"
 DEFAULT_TIMEOUT_S = 6 * 3600.0
+QUEUE_PLACES = 3  # jobs per device that may warm up while it times (`run --queue`)
 EXIT_NO_SLOT = 75  # EX_TEMPFAIL: no slot within the timeout
 EXIT_USAGE = 2
 
@@ -233,10 +238,10 @@ def lock_path(slots_dir: Path, device: str) -> Path:
     return slots_dir / f"gpu{re.sub(r'[^A-Za-z0-9_.-]', '_', device)}.lock"
 
 
-def queue_path(slots_dir: Path, device: str) -> Path:
-    """The device's queue place: who may warm up next while it times."""
+def queue_path(slots_dir: Path, device: str, place: int = 0) -> Path:
+    """One of the device's queue places: who may warm up while it times."""
     path = lock_path(slots_dir, device)
-    return path.with_name(path.stem + ".next.lock")
+    return path.with_name(f"{path.stem}.next{place or ''}.lock")
 
 
 def _try_lock(path: Path) -> int | None:
@@ -277,12 +282,14 @@ def claim_slot(
     devices: list[str],
     timeout: float | None = DEFAULT_TIMEOUT_S,
     label: str = "",
-    path_of: Callable[[Path, str], Path] = lock_path,
+    path_of: Callable[..., Path] = lock_path,
     max_delay: float = 0.25,
+    places: int = 1,
 ) -> SlotClaim:
     """Claim one free slot: a non-blocking try on each, then keep retrying
     (every <= `max_delay` s) until `timeout` seconds (None: forever). `label` goes
-    into the holder note; `path_of` names each device's lock file. Raises
+    into the holder note; `path_of` names each device's lock file, or with
+    `places` > 1 each of its places (`path_of(dir, device, place)`). Raises
     SlotTimeout, or SlotError for other failures."""
     if not devices:
         raise SlotError("no slots to claim (empty device list)")
@@ -291,11 +298,15 @@ def claim_slot(
         slots_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise SlotError(f"cannot create the slots folder {slots_dir}: {exc.strerror}") from exc
-    paths = [path_of(slots_dir, device) for device in devices]
+    if places < 1:
+        raise SlotError(f"a device needs at least one queue place, not {places}")
+    slots = [(index, device, path_of(slots_dir, device, place) if places > 1 else path_of(slots_dir, device))
+             for place in range(places) for index, device in enumerate(devices)]
+    paths = [path for _, _, path in slots]
     deadline = None if timeout is None else time.monotonic() + timeout
     delay = 0.02
     while True:
-        for index, (device, path) in enumerate(zip(devices, paths)):
+        for index, device, path in slots:
             try:
                 fd = _try_lock(path)
             except PermissionError as exc:
@@ -305,7 +316,7 @@ def claim_slot(
                 return SlotClaim(index=index, device=device, path=path, fd=fd)
         if deadline is not None and time.monotonic() >= deadline:
             raise SlotTimeout(
-                f"no free slot in {slots_dir} after {timeout:g} s; all {len(devices)} "
+                f"no free slot in {slots_dir} after {timeout:g} s; all {len(paths)} "
                 f"slot(s) are held:\n{_holders(paths)}\n"
                 "Raise --timeout, or check for a stuck evaluation holding a device."
             )
@@ -330,18 +341,20 @@ def run_with_slot(
     devices: str | None = None,
     timeout: float | None = DEFAULT_TIMEOUT_S,
     late: bool = False,
+    queue: int = QUEUE_PLACES,
 ) -> int:
     """Claim a slot, run `command` on it, return its exit code (128+N when a
     signal N ended it, as a shell would). SIGTERM/SIGINT go on to the command.
     `late` (GPU slots only): claim a place in the device's queue; the command
-    takes the device itself with timing_slot() (module docstring)."""
+    takes the device itself with timing_slot() (module docstring); `queue`
+    places per device."""
     if not command:
         raise SlotError("no command given; usage: kernelsweep gpu-slots run [options] -- CMD ARGS...")
     slots = slot_devices(gpus, devices)
     directory = resolve_slots_dir(slots_dir, results, cpu=slots == [CPU_DEVICE])
     late = late and slots != [CPU_DEVICE]  # CPU timing shares cores with whatever warms up: never late
     with claim_slot(directory, slots, timeout, label=f"cmd={' '.join(command)[:200]}",
-                    path_of=queue_path if late else lock_path) as claim:
+                    path_of=queue_path if late else lock_path, places=queue if late else 1) as claim:
         env = child_env(claim)
         if late:
             env[ENV_TIMING_LOCK] = str(lock_path(directory, claim.device))
@@ -431,6 +444,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="GPU slots: claim a place in the device's queue; the command takes the device itself "
         "once its processes are warm (kernelsweep evaluate-candidate does)",
     )
+    run.add_argument(
+        "--queue", type=int, default=QUEUE_PLACES, metavar="N",
+        help=f"with --late: jobs per device that may warm up while it times (default {QUEUE_PLACES}); "
+        "give Snakemake --resources gpu=(N+1)*GPUs so that many run",
+    )
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
 
 
@@ -447,6 +465,7 @@ def main(args: argparse.Namespace) -> int:
             devices=args.devices,
             timeout=None if args.timeout < 0 else args.timeout,
             late=args.late,
+            queue=args.queue,
         )
     except SlotError as exc:
         print(f"gpu_slots: error: {exc}", file=sys.stderr)
