@@ -48,8 +48,9 @@ def candidates(results: Path) -> list[dict]:
 
 def task_jobs(results: Path, since: float | None) -> dict[str, dict]:
     """The per-task device jobs (profiles, baselines) that ended in the span:
-    how many, and their seconds (a baseline's device-held seconds where it
-    took the device late, else its job's wall time from Snakemake's benchmark)."""
+    how many, and their seconds (the device-held seconds where the job took the
+    device late, else the profile's own wall time, else the job's wall time
+    from Snakemake's benchmark, which counts its wait for the device too)."""
     kinds: dict[str, dict] = {}
     for kind in ("profile", "baseline"):
         rows = []
@@ -61,8 +62,9 @@ def task_jobs(results: Path, since: float | None) -> dict[str, dict]:
             held = None
             parts = tsv.relative_to(results / "benchmarks" / kind).with_suffix("").parts  # device, precision, task
             record = results / kind / Path(*parts).with_suffix(".json")
-            if record.exists():
-                held = (json.loads(record.read_text()).get("stage_s") or {}).get("device_held")
+            if record.exists():  # a profile before the late claim: its child's wall time
+                data = json.loads(record.read_text())
+                held = (data.get("stage_s") or {}).get("device_held", data.get("wall_s"))
             rows.append({"task": "/".join(parts), "wall_s": wall, "held_s": held if held is not None else wall})
         kinds[kind] = {"jobs": len(rows), "held_s": round(sum(r["held_s"] or 0 for r in rows), 1),
                        "wall_s": spread([r["wall_s"] for r in rows]), "rows": rows}

@@ -307,3 +307,44 @@ def test_parse_quantity():
     for bad in ("fast", "-1", "0"):
         with pytest.raises(ValueError):
             device_peaks.parse_quantity(bad)
+
+
+def test_under_the_late_claim_the_model_is_built_before_the_device_is_taken(tmp_path, monkeypatch):
+    """`gpu-slots run --late` (the profile rule's): the child builds Model on
+    the host while the job before still holds the device, and profiles only
+    once this process has taken it; the wait does not count against the
+    time limit, and the record says how long the device was held."""
+    import fcntl
+    import threading
+
+    from kernelsweep import gpu_slots
+
+    built = tmp_path / "built"
+    ref = write(tmp_path, "chain_built.py", ELEMENTWISE.replace(
+        "    def forward(self, x, y):",
+        f"    def __init__(self):\n        super().__init__()\n        open({str(built)!r}, 'w').write('x')\n\n"
+        "    def forward(self, x, y):"))
+    lock = tmp_path / "slots" / "gpu0.lock"
+    lock.parent.mkdir()
+    monkeypatch.setenv(gpu_slots.ENV_TIMING_LOCK, str(lock))
+    monkeypatch.setenv(gpu_slots.ENV_SLOT, "0")
+    holder = os.open(lock, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(holder, fcntl.LOCK_EX)  # the job before is timing
+    result: dict = {}
+    job = threading.Thread(target=lambda: result.update(
+        rec=profile_reference(ref, "cpu", warmup=1, iters=3, timeout_s=15)))
+    job.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not built.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert built.exists(), "Model was not built while another job held the device"
+        time.sleep(16)  # past the time limit: waiting for the device is not run time
+        assert job.is_alive(), result
+    finally:
+        os.close(holder)
+    job.join(120)
+    rec = result["rec"]
+    assert rec["status"] == "ok", rec.get("error")
+    stages = rec["stage_s"]
+    assert stages["slot_wait"] >= 15 and stages["warm"] > 0 and 0 < stages["device_held"] < rec["wall_s"], stages

@@ -13,9 +13,10 @@ import os
 import signal
 import subprocess
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Callable, ContextManager
 
 TAIL_CHARS = 4000
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
@@ -111,18 +112,26 @@ class GroupRun:
 
 def run_in_group(argv: list[str], timeout_s: float, *, stdout: IO | int | None = subprocess.DEVNULL,
                  stderr: IO | int | None = subprocess.STDOUT, cwd: str | os.PathLike | None = None,
-                 env: dict[str, str] | None = None) -> GroupRun:
+                 env: dict[str, str] | None = None,
+                 turn: Callable[[subprocess.Popen], ContextManager[float]] | None = None) -> GroupRun:
     """Run argv in a new session with a wall-clock limit. At the limit, on an
     exception in the parent (Ctrl-C) and after a normal exit, the whole group is
-    killed: nothing the child started outlives it."""
+    killed: nothing the child started outlives it. `turn(proc)`, where given,
+    is entered once the child runs and held until it ends (e.g. a device's
+    turn); the seconds it yields (spent waiting) do not count against the limit."""
     start = time.monotonic()
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, cwd=cwd, env=env,
                             start_new_session=True)
     timed_out = False
     try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        with turn(proc) if turn is not None else nullcontext(0.0) as waited:
+            try:
+                proc.wait(timeout=max(0.0, start + timeout_s + (waited or 0.0) - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                kill_group(proc.pid)
+                proc.wait()
     finally:
         kill_group(proc.pid)
         proc.wait()

@@ -84,3 +84,22 @@ def test_a_judged_name_read_again_finds_nothing_and_odd_entries_are_moved_not_fa
     (s.candidate_dir / "odd.pt").mkdir()  # a folder where the output file should be
     odd = reference.judge(None, s, [{"name": "odd", "file": "odd.pt"}], atol=1e-4, rtol=1e-4)
     assert "unreadable" in odd["results"][0] and not (s.candidate_dir / "odd.pt").exists()
+
+
+def test_the_kept_budget_leaves_the_candidate_room():
+    gb = 10**9
+    budget = reference.kept_budget_bytes
+    # A large device, a task that needs little: a third of it kept (no spill of 4 GiB outputs).
+    assert budget(141 * gb, 5 * gb) == int(141 * gb * reference.KEPT_MAX_SHARE)
+    # Between the bounds: the candidate keeps four times what the reference needed.
+    assert budget(80 * gb, 15 * gb) == 80 * gb - reference.CANDIDATE_ROOM * 15 * gb
+    # A small device or a big task: never less than the floor share.
+    assert budget(24 * gb, 8 * gb) == int(24 * gb * reference.KEPT_SHARE)
+
+
+def test_a_spilled_output_comes_back_only_when_asked(tmp_path):
+    s = _state(tmp_path, budget=0)
+    out = torch.arange(10, dtype=torch.float32)
+    assert reference._keep(s, "trial1", *trees.flatten_output(out)) is None
+    back = reference._keep(s, "trial0", *trees.flatten_output(out), host_copy=True)
+    assert torch.equal(back["leaves"][0], out) and s.kept == {"trial1": None, "trial0": None}

@@ -1,8 +1,9 @@
 # Stages 2-3: the reference's profile (input of guided prompts) and its
 # baselines (eager and torch.compile), measured on the study's device, per
 # precision (the reference cast to fp16 is another program than at fp32).
-# Baselines take the device late, as evaluations do: each mode's worker imports
-# torch and builds the model while the job before still times.
+# Both take the device late, as evaluations do: the profile's child and each
+# baseline mode's worker import torch and build the model while the job before
+# still times.
 
 
 rule profile:
@@ -23,7 +24,7 @@ rule profile:
     conda:
         TIMING_ENV
     shell:
-        "$KERNELSWEEP_PYTHON -m kernelsweep gpu-slots run {params.slots} -- "
+        "$KERNELSWEEP_PYTHON -m kernelsweep gpu-slots run {params.slots} --late -- "
         "$KERNELSWEEP_PYTHON -m kernelsweep profile {input} --device {wildcards.device} --precision {wildcards.precision} "
         "--timeout {params.timeout} {params.peaks} --out {output} > {log} 2>&1"
 

@@ -20,12 +20,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
+import time
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from kernelsweep import taskcode
+from kernelsweep import gpu_slots, taskcode
 from kernelsweep.fileio import dumps, sha256_file, write_json
 from kernelsweep.profiling.record import SCHEMA
 from kernelsweep.profiling.render import render_for_prompt
@@ -64,12 +68,18 @@ def profile_reference(reference: str | os.PathLike, device: str, precision: str 
         tmp = Path(tmp)
         request = {"reference": str(path.resolve()), "device": device, "precision": precision,
                    "warmup": warmup, "iters": iters, "seed": seed}
+        stage_s: dict[str, float] = {}
+        turn = None
+        if gpu_slots.late_claim():  # the device is taken once the child has built the model on the host
+            os.mkfifo(tmp / "go")
+            request["await_go"] = str(tmp / "go")
+            turn = partial(_device_turn, tmp / "go", timeout_s, f"profile {identity['task']}", stage_s)
         (tmp / "request.json").write_text(json.dumps(request))
         result_path = tmp / "result.json"
         # A reference may spawn workers or hang in native code: its whole group goes at the limit.
         with open(tmp / "child.log", "wb") as log:
             done = run_in_group([*taskcode.child_argv("kernelsweep.profiling.child"), str(tmp / "request.json"),
-                                 str(result_path)], timeout_s, stdout=log, stderr=log)
+                                 str(result_path)], timeout_s, stdout=log, stderr=log, turn=turn)
         log_tail = read_tail(tmp / "child.log")
         raw = json.loads(result_path.read_text()) if result_path.exists() else None
 
@@ -85,7 +95,42 @@ def profile_reference(reference: str | os.PathLike, device: str, precision: str 
     else:
         rec = record.build(identity, raw, peak_flops, peak_bandwidth)
     rec["wall_s"] = done.wall_s
+    if stage_s:
+        rec["stage_s"] = stage_s
     return rec
+
+
+@contextmanager
+def _device_turn(go: Path, timeout_s: float, label: str, stage_s: dict[str, float],
+                 proc: subprocess.Popen) -> Iterator[float]:
+    """Under `gpu-slots run --late`: wait (up to the time limit) for the child
+    to say it is ready (`go` created as a FIFO that it waits on), then take the
+    device and let it go on; held until the child ends. Yields the seconds
+    before "go", which do not count against the limit (a child that never gets
+    ready is killed at the limit as before)."""
+    started = time.monotonic()
+    ready = go.with_name("ready")
+    while not ready.exists() and proc.poll() is None and time.monotonic() - started < timeout_s:
+        time.sleep(0.02)
+    if not ready.exists() or proc.poll() is not None:
+        yield 0.0
+        return
+    stage_s["warm"] = round(time.monotonic() - started, 3)
+    with gpu_slots.timing_slot(label=label) as waited:
+        held = time.monotonic()
+        stage_s["slot_wait"] = round(waited or 0.0, 3)
+        try:
+            fd = os.open(go, os.O_WRONLY | os.O_NONBLOCK)  # the child holds the reading end open
+            try:
+                os.write(fd, b"g")
+            finally:
+                os.close(fd)
+        except OSError:
+            pass  # it ended after saying ready: its exit status tells the story
+        try:
+            yield held - started
+        finally:
+            stage_s["device_held"] = round(time.monotonic() - held, 3)
 
 
 def _quantity(text: str) -> float:

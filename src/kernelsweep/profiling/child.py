@@ -75,6 +75,29 @@ def _tf32_flags(torch) -> dict[str, bool]:
                 "cudnn": bool(torch.backends.cudnn.allow_tf32)}
 
 
+def _await_go(go: str) -> None:
+    """Say "ready" (the model is built on the host) and wait for the parent's
+    "go" on the FIFO `go`: it comes once the parent holds the device. Leaves
+    if the parent is gone."""
+    import os
+    import select
+
+    parent = os.getppid()
+    fd = os.open(go, os.O_RDONLY | os.O_NONBLOCK)
+    with open(os.path.join(os.path.dirname(go), "ready"), "w"):
+        pass
+    try:
+        while True:
+            select.select([fd], [], [], 0.2)
+            if os.read(fd, 1):
+                return
+            if os.getppid() != parent:
+                raise RuntimeError("the parent process ended before the device was taken")
+            time.sleep(0.02)  # no writer yet: a FIFO without one reads as empty at once
+    finally:
+        os.close(fd)
+
+
 def measure(request: dict[str, Any]) -> dict[str, Any]:
     phase = Phases()
     with phase("import torch"):
@@ -87,14 +110,10 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
     device, warmup, iters = request["device"], int(request["warmup"]), int(request["iters"])
     dtype = getattr(torch, taskcode.DTYPE_NAMES[request["precision"]])
     with phase("device"):
-        if device == "cuda":
-            if not torch.cuda.is_available():
-                why = ("this torch build has no CUDA support" if torch.version.cuda is None
-                       else "no CUDA device is visible to this process")
-                raise RuntimeError(f"--device cuda was requested but {why} (torch {torch.__version__})")
-            device_name = torch.cuda.get_device_name(0)
-        else:
-            device_name = cpu_name()
+        if device == "cuda" and not torch.cuda.is_available():  # asks the driver, starts no context
+            why = ("this torch build has no CUDA support" if torch.version.cuda is None
+                   else "no CUDA device is visible to this process")
+            raise RuntimeError(f"--device cuda was requested but {why} (torch {torch.__version__})")
 
     def sync():
         if device == "cuda":
@@ -102,14 +121,22 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
 
     with phase("import reference"):
         module = load_reference(request["reference"])
-    with phase("get_init_inputs / Model(...)"):
+    with phase("get_init_inputs / Model(...)"):  # on the host: under the late claim, before the device is ours
         torch.manual_seed(request["seed"])
-        model = module.Model(*module.get_init_inputs()).to(device)
+        model = module.Model(*module.get_init_inputs())
+    if request.get("await_go"):
+        with phase("waiting for the device"):
+            _await_go(request["await_go"])
+    with phase("device"):
+        device_name = torch.cuda.get_device_name(0) if device == "cuda" else cpu_name()
+    with phase("Model(...).to(device)"):
+        model = model.to(device)
         if dtype != torch.float32:
             model = model.to(dtype)
-    with phase("get_inputs"):
+    with phase("get_inputs"):  # made on the device, as the evaluator makes them (a GiB input is not copied)
         torch.manual_seed(request["seed"])
-        inputs = _to_device(list(module.get_inputs()), device, dtype)
+        with torch.device(device):
+            inputs = _to_device(list(module.get_inputs()), device, dtype)
 
     def forward():
         with torch.no_grad():

@@ -32,7 +32,12 @@ def prepare(ctx: frame.WorkerContext) -> Any:
     ref = taskcode.load_module(cfg["reference"], "kernelsweep_reference", register=True)
     init = seeding.make_init_inputs(ref, cfg["seeds"]["init"])
     seeding.set_seed(cfg["seeds"]["init"])
-    return ref, ref.Model(*init)
+    model = ref.Model(*init)
+    if cfg["mode"] != "eager":
+        ctx.phase("import compiler")  # a second or two of imports, not on the held device
+        import torch._dynamo  # noqa: F401
+        import torch._inductor.compile_fx  # noqa: F401
+    return ref, model
 
 
 def body(ctx: frame.WorkerContext, prepared: Any) -> dict[str, Any]:

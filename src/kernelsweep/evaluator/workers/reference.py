@@ -40,9 +40,14 @@ from kernelsweep.evaluator.workers.clock import Clock
 
 # Rescaled probe: far from the trial inputs' scale, same positions.
 PROBE_SCALE, PROBE_SHIFT = 1000.0, 3.0
-# Outputs kept on a GPU up to this share of its memory (the candidate's process
-# needs the rest); on the cpu device up to KEPT_CPU_BYTES. Beyond: private files.
+# Outputs kept on a GPU up to a budget set at the first trial (_kept_budget):
+# KEPT_SHARE of its memory at least, KEPT_MAX_SHARE at most, and never less than
+# CANDIDATE_ROOM times the reference's own peak left to the candidate's process;
+# on the cpu device up to KEPT_CPU_BYTES. Beyond: private files, which cost a
+# 4 GiB-output task ~10 s of held device time per evaluation.
 KEPT_SHARE = 0.125
+KEPT_MAX_SHARE = 0.35
+CANDIDATE_ROOM = 4
 KEPT_CPU_BYTES = 1 << 30
 CROWDING_MIN_BYTES = 2 << 30
 
@@ -51,21 +56,39 @@ class State:
     pass
 
 
-def _keep(s: State, name: str, structure: str, leaves: list) -> dict[str, Any]:
+def _keep(s: State, name: str, structure: str, leaves: list, host_copy: bool = False) -> dict[str, Any] | None:
     """Keep an output (flattened: trees.flatten_output) for judging under NAME:
     on the device while the kept outputs fit the budget, else in a private
-    file. Returns it as kept (or, spilled, as saved: CPU copies)."""
+    file. Returns it as kept, or spilled: CPU copies with `host_copy`, else None."""
     size = trees.tree_nbytes(leaves)
+    if s.kept_budget is None:
+        s.kept_budget = _kept_budget(s.device)
     if s.kept_bytes + size <= s.kept_budget:
         kept = {"structure": structure, "leaves": [
             x.detach().to(s.device).contiguous().clone() if isinstance(x, torch.Tensor) else x for x in leaves]}
         s.kept[name] = kept
         s.kept_bytes += size
         return kept
-    saved = _on_host({"structure": structure, "leaves": leaves})
-    outputfiles.save_output(saved, s.private / f"{name}.pt")
+    # Straight from the device into the file (no host copy first); the caller
+    # gets a host copy back only when it compares later outputs with this one.
+    outputfiles.save_output({"structure": structure, "leaves": leaves}, s.private / f"{name}.pt")
     s.kept[name] = None
-    return saved
+    return _on_host({"structure": structure, "leaves": leaves}) if host_copy else None
+
+
+def _kept_budget(device: torch.device) -> int:
+    """Bytes of outputs to keep on the device, set once the first trial ran
+    (its peak is the reference's need for one call: model, inputs, output)."""
+    if device.type != "cuda":
+        return KEPT_CPU_BYTES
+    return kept_budget_bytes(torch.cuda.get_device_properties(device).total_memory,
+                             torch.cuda.max_memory_reserved(device))
+
+
+def kept_budget_bytes(total: int, peak: int) -> int:
+    """KEPT_SHARE of the device at least, KEPT_MAX_SHARE at most, and between
+    them whatever leaves the candidate CANDIDATE_ROOM times the reference's peak."""
+    return int(min(total * KEPT_MAX_SHARE, max(total * KEPT_SHARE, total - CANDIDATE_ROOM * peak)))
 
 
 def _kept(s: State, name: str) -> dict[str, Any]:
@@ -141,8 +164,7 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
     s.device = machine.resolve_device(cfg["device"])
     info = machine.device_info(s.device)
     s.kept, s.kept_bytes = {}, 0
-    s.kept_budget = (int(torch.cuda.get_device_properties(s.device).total_memory * KEPT_SHARE)
-                     if s.device.type == "cuda" else KEPT_CPU_BYTES)
+    s.kept_budget = None  # _kept_budget, at the first output kept
     s.clock = Clock(s.device, info.get("llc_bytes") or info.get("l2_bytes"))
     model = s.model.to(s.device)
     if s.precision != "fp32":
@@ -162,7 +184,7 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
                  "_zeros_pass": compare.zeros_would_pass(output, atol, rtol),
                  "_as_first": first is None or compare.compare_outputs(first, output, atol, rtol)["ok"]}
         keeping = time.monotonic()
-        kept = _keep(s, name, structure, leaves)
+        kept = _keep(s, name, structure, leaves, host_copy=name == "trial0")  # later trials compare with it
         spent["keep"] += time.monotonic() - keeping
         return {"name": name, "mutates_inputs": not trees.same_values(inputs, pristine),
                 "aliases_inputs": trees.aliases(leaves, inputs), "output_bytes": trees.tree_nbytes(leaves),
@@ -353,6 +375,14 @@ def judge(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]], atol:
             result["same_as_first"] = compare.identical_outputs(first, theirs)
         seconds["values"] += time.monotonic() - started
         results.append(result)
+    if s.device.type == "cuda" and not getattr(s, "released", False) and not any(
+            v is not None for v in s.kept.values()):
+        # The trials' outputs are judged: their memory goes back to the device for the
+        # candidate's timing (once: a cache emptied between timing blocks would cost the
+        # reference's next call a fresh allocation).
+        mine = theirs = first = None
+        torch.cuda.empty_cache()
+        s.released = True
     return {"results": results, "seconds": seconds}
 
 
