@@ -8,6 +8,7 @@ import fcntl
 import os
 import threading
 import time
+from pathlib import Path
 
 from evaluator_paths import CPU, REFERENCES
 
@@ -54,20 +55,26 @@ def _hold(lock) -> int:
     return holder
 
 
+def _noting_reference(tmp_path, fixture: str, monkeypatch):
+    """A copy of a fixture reference whose Model notes each construction in
+    `built`, and the device's lock held as the job before would hold it."""
+    built = tmp_path / "built"
+    reference = tmp_path / f"{Path(fixture).stem}_built_late.py"
+    reference.write_text((REFERENCES / fixture).read_text().replace(
+        "        super().__init__()\n",
+        f"        super().__init__()\n        open({str(built)!r}, 'a').write('constructed\\n')\n"))
+    lock = tmp_path / "slots" / "gpu0.lock"
+    monkeypatch.setenv(gpu_slots.ENV_TIMING_LOCK, str(lock))
+    monkeypatch.setenv(gpu_slots.ENV_SLOT, "0")
+    return reference, built, lock, _hold(lock)
+
+
 def test_the_reference_is_built_on_the_host_before_the_device_is_taken(build_dir, tmp_path, monkeypatch):
     """A big reference model (L3-002: 2 G parameters) is constructed and saved
     while the job before still holds the device, not after."""
     from kernelsweep.evaluator import evaluate
 
-    built = tmp_path / "built"
-    reference = tmp_path / "add_built_late.py"
-    reference.write_text((REFERENCES / "add.py").read_text().replace(
-        "        super().__init__()\n",
-        f"        super().__init__()\n        open({str(built)!r}, 'w').write('constructed')\n"))
-    lock = tmp_path / "slots" / "gpu0.lock"
-    monkeypatch.setenv(gpu_slots.ENV_TIMING_LOCK, str(lock))
-    monkeypatch.setenv(gpu_slots.ENV_SLOT, "0")
-    holder = _hold(lock)  # the job before is timing
+    reference, built, _, holder = _noting_reference(tmp_path, "add.py", monkeypatch)
     outcome: dict = {}
     job = threading.Thread(target=lambda: outcome.update(record=evaluate(
         reference, CPU / "pytorch_only.py", device="cpu", trials=2, timing_trials=4, warmup=1, timeout_s=120.0,
@@ -118,15 +125,7 @@ def test_baselines_build_the_model_before_the_device_is_taken_and_hold_it_for_ev
     failing at its limit costs only that mode)."""
     from kernelsweep.evaluator.baseline import run_baseline
 
-    built = tmp_path / "built"
-    reference = tmp_path / "compile_sleeps_built_late.py"
-    reference.write_text((REFERENCES / "compile_sleeps.py").read_text().replace(
-        "        super().__init__()\n",
-        f"        super().__init__()\n        open({str(built)!r}, 'a').write('constructed\\n')\n"))
-    lock = tmp_path / "slots" / "gpu0.lock"
-    monkeypatch.setenv(gpu_slots.ENV_TIMING_LOCK, str(lock))
-    monkeypatch.setenv(gpu_slots.ENV_SLOT, "0")
-    holder = _hold(lock)
+    reference, built, lock, holder = _noting_reference(tmp_path, "compile_sleeps.py", monkeypatch)
     outcome: dict = {}
     job = threading.Thread(target=lambda: outcome.update(record=run_baseline(
         reference, device="cpu", modes=["eager", "inductor-default", "inductor-reduce-overhead"],
