@@ -420,6 +420,21 @@ def timing_slot(label: str = "", timeout: float | None = DEFAULT_TIMEOUT_S) -> I
         claim.release()
 
 
+@contextmanager
+def accounted_turn(label: str, stage_s: dict[str, float], warming_since: float) -> Iterator[None]:
+    """timing_slot() for a job that began warming up at `warming_since`
+    (time.monotonic()): records in `stage_s` how long it warmed up (`warm`),
+    waited for the device (`slot_wait`) and held it (`device_held`)."""
+    stage_s["warm"] = round(time.monotonic() - warming_since, 3)
+    with timing_slot(label=label) as waited:
+        held = time.monotonic()
+        stage_s["slot_wait"] = round(waited or 0.0, 3)
+        try:
+            yield
+        finally:
+            stage_s["device_held"] = round(time.monotonic() - held, 3)
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     run = sub.add_parser("run", help="run a command on a claimed GPU (or CPU) slot")

@@ -69,6 +69,13 @@ def _noting_reference(tmp_path, fixture: str, monkeypatch):
     return reference, built, lock, _hold(lock)
 
 
+def _wait_until_built(built, job: threading.Thread) -> None:
+    deadline = time.monotonic() + 120
+    while not built.exists() and job.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert built.exists(), "Model was not constructed while the device was held by another job"
+
+
 def test_the_reference_is_built_on_the_host_before_the_device_is_taken(build_dir, tmp_path, monkeypatch):
     """A big reference model (L3-002: 2 G parameters) is constructed and saved
     while the job before still holds the device, not after."""
@@ -81,10 +88,7 @@ def test_the_reference_is_built_on_the_host_before_the_device_is_taken(build_dir
         build_dir=build_dir, log_dir=tmp_path / "logs")))
     job.start()
     try:
-        deadline = time.monotonic() + 120
-        while not built.exists() and job.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert built.exists(), "Model was not constructed while the device was held by another job"
+        _wait_until_built(built, job)
         assert job.is_alive(), outcome  # and no verdict without the device
     finally:
         os.close(holder)
@@ -132,10 +136,7 @@ def test_baselines_build_the_model_before_the_device_is_taken_and_hold_it_for_ev
         timing_trials=4, warmup=1, timeout_s=20.0, log_dir=tmp_path / "logs")))
     job.start()
     try:
-        deadline = time.monotonic() + 120
-        while not built.exists() and job.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert built.exists(), "Model was not constructed while the device was held by another job"
+        _wait_until_built(built, job)
         time.sleep(1.0)
         assert job.is_alive(), outcome  # no timing without the device
     finally:

@@ -114,27 +114,21 @@ def _device_turn(modes: list[str], start: Callable[[str], _ModeWorker], task: st
         return
     running: list[_ModeWorker] = []
     try:
-        running.append(start(modes[0]))
         warming = time.monotonic()
+        running.append(start(modes[0]))
         running[0].worker.hello()
-        stage_s["warm"] = round(time.monotonic() - warming, 3)
-        with gpu_slots.timing_slot(label=f"baseline {task}") as waited:
-            held = time.monotonic()
-            stage_s["slot_wait"] = round(waited or 0.0, 3)
 
-            def turns() -> Iterator[tuple[str, sandbox.Outcome]]:
-                for i, mode in enumerate(modes):
-                    current = running[-1]
-                    current.worker.hello()  # warm by now, as a rule: it started during the last mode
-                    if i + 1 < len(modes):
-                        running.append(start(modes[i + 1]))
-                    current.worker.send("go")
-                    yield mode, current.outcome()
+        def turns() -> Iterator[tuple[str, sandbox.Outcome]]:
+            for i, mode in enumerate(modes):
+                current = running[-1]
+                current.worker.hello()  # warm by now, as a rule: it started during the last mode
+                if i + 1 < len(modes):
+                    running.append(start(modes[i + 1]))
+                current.worker.send("go")
+                yield mode, current.outcome()
 
-            try:
-                yield turns()
-            finally:
-                stage_s["device_held"] = round(time.monotonic() - held, 3)
+        with gpu_slots.accounted_turn(f"baseline {task}", stage_s, warming):
+            yield turns()
     finally:
         for mode_worker in running:  # a failure of this process: no worker is left waiting for "go"
             mode_worker.worker.abort()

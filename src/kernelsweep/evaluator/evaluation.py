@@ -326,16 +326,10 @@ class Evaluation:
         warming = time.monotonic()
         for w in (ref, cand):
             w.hello()  # False when it ended first: its failure shows at its reply to setup
-        self.stage_s["warm"] = round(time.monotonic() - warming, 3)
-        with gpu_slots.timing_slot(label=f"evaluate {self.candidate}") as waited:
-            held = time.monotonic()
-            self.stage_s["slot_wait"] = round(waited or 0.0, 3)
+        with gpu_slots.accounted_turn(f"evaluate {self.candidate}", self.stage_s, warming):
             for w in (ref, cand):
                 w.send("go")
-            try:
-                yield
-            finally:
-                self.stage_s["device_held"] = round(time.monotonic() - held, 3)
+            yield
 
     def _reference_ready(self, ref: Worker) -> dict[str, Any]:
         ready = ref.reply(0)

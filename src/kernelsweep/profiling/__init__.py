@@ -115,10 +115,7 @@ def _device_turn(go: Path, timeout_s: float, label: str, stage_s: dict[str, floa
     if not ready.exists() or proc.poll() is not None:
         yield 0.0
         return
-    stage_s["warm"] = round(time.monotonic() - started, 3)
-    with gpu_slots.timing_slot(label=label) as waited:
-        held = time.monotonic()
-        stage_s["slot_wait"] = round(waited or 0.0, 3)
+    with gpu_slots.accounted_turn(label, stage_s, started):
         try:
             fd = os.open(go, os.O_WRONLY | os.O_NONBLOCK)  # the child holds the reading end open
             try:
@@ -127,10 +124,7 @@ def _device_turn(go: Path, timeout_s: float, label: str, stage_s: dict[str, floa
                 os.close(fd)
         except OSError:
             pass  # it ended after saying ready: its exit status tells the story
-        try:
-            yield held - started
-        finally:
-            stage_s["device_held"] = round(time.monotonic() - held, 3)
+        yield time.monotonic() - started
 
 
 def _quantity(text: str) -> float:

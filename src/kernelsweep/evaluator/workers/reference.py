@@ -165,6 +165,7 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
     info = machine.device_info(s.device)
     s.kept, s.kept_bytes = {}, 0
     s.kept_budget = None  # _kept_budget, at the first output kept
+    s.released = False  # the cache given back once the trials are judged (judge)
     s.clock = Clock(s.device, info.get("llc_bytes") or info.get("l2_bytes"))
     model = s.model.to(s.device)
     if s.precision != "fp32":
@@ -375,7 +376,7 @@ def judge(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]], atol:
             result["same_as_first"] = compare.identical_outputs(first, theirs)
         seconds["values"] += time.monotonic() - started
         results.append(result)
-    if s.device.type == "cuda" and not getattr(s, "released", False) and not any(
+    if s.device.type == "cuda" and not s.released and not any(
             v is not None for v in s.kept.values()):
         # The trials' outputs are judged: their memory goes back to the device for the
         # candidate's timing (once: a cache emptied between timing blocks would cost the
