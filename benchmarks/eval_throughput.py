@@ -81,7 +81,7 @@ def progress(mode: str, row: dict) -> None:
     """One line per finished candidate, at once: a run cut short by its time
     limit still shows where the time went."""
     print(f"[{mode}] {row['candidate']} {row['category']} device_held_s={row['device_held_s']} "
-          f"wall_s={row['eval_wall_s']} stage_s={row.get('stage_s')}", file=sys.stderr, flush=True)
+          f"wall_s={row['eval_wall_s']} outputs={row.get('output_handoff')} stage_s={row.get('stage_s')}", file=sys.stderr, flush=True)
 
 
 def run_kernelbench(pairs: list[tuple[Path, Path]], args: argparse.Namespace) -> dict:
@@ -143,6 +143,7 @@ def run_late(pairs: list[tuple[Path, Path]], args: argparse.Namespace) -> dict:
         row = {"candidate": cand.name, "category": r.get("category"), "compile_s": compile_s.get(cand.name, 0.0),
                 "device_held_s": round(r.get("gpu_s") or r.get("wall_s") or 0.0, 2),
                 "eval_wall_s": round(time.monotonic() - t, 2), "stage_s": r.get("stage_s"),
+                "output_handoff": (r.get("provenance") or {}).get("output_handoff"),
                 "runtime_ms": (r.get("runtime_ms") or {}).get("median"), "speedup": r.get("speedup")}
         progress("late", row)
         return row
@@ -187,7 +188,7 @@ def run_mode(mode: str, pairs: list[tuple[Path, Path]], args: argparse.Namespace
             "eval_compile_s": r["compile_s"],
             "device_held_s": round(held, 2), "eval_wall_s": round(time.monotonic() - t, 2),
             "runtime_ms": (r.get("runtime_ms") or {}).get("median"), "speedup": r.get("speedup"),
-            "stage_s": r.get("stage_s"),
+            "stage_s": r.get("stage_s"), "output_handoff": (r.get("provenance") or {}).get("output_handoff"),
         })
         progress(mode, rows[-1])
     return {"mode": mode, "rows": rows, "compile_wall_s": round(compile_wall, 2),

@@ -43,6 +43,10 @@ CASES = [
     ("mutates_inputs", "add", CPU / "cheat_mutate_inputs.py", {"cheat"}, {}),
     ("constant_output", "softmax_singleton", CPU / "cheat_constant.py", {"cheat"}, {}),
     ("wrong_output", "add", CPU / "wrong_output.py", {"wrong_output"}, {}),
+    # Outputs that do not fit the reference's slots in the lent device buffer go through files.
+    ("dtype_mismatch", "add", CPU / "dtype_mismatch.py", {"shape_mismatch"}, {}),
+    ("pair_swapped", "pair_out", CPU / "pair_swapped.py", {"shape_mismatch"}, {}),
+    ("pair_out", "pair_out", CPU / "pair_out.py", {"no_custom_kernel"}, {}),
     ("hallucinated_attribute", "add", CPU / "hallucinated_attr.py", {"hallucinated_api"}, {}),
     # Shape variants (kernelsweep.shapes): the grid sized for the task's N misses the larger variant's tail.
     ("grid_for_task_shape", "add_sized", CUDA / "cuda_fixed_grid.py", {"wrong_on_variant"}, {}),
@@ -89,6 +93,9 @@ def test_category(cuda_builds, build_dir, tmp_path, reference, candidate, accept
     r = evaluate(REFERENCES / f"{reference}.py", candidate, **{**options, **extra})
     print(_brief(r))  # shown with -rA: the GPU run's record (scripts/gpu_eval_suite.sh)
     assert r["category"] in accepted, _brief(r)
+    if r["trials_passed"] or r["category"] in ("wrong_output", "shape_mismatch"):
+        # The trials' outputs crossed in the buffer the reference's worker lent (workers/devicehandoff.py).
+        assert r["provenance"]["output_handoff"] == "device", _brief(r)
     if accepted == SUCCESS:
         assert r["custom_kernel"], _brief(r)
     if r["category"] == "wrong_on_variant":

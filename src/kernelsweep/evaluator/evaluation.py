@@ -31,6 +31,7 @@ import os
 import random
 import secrets
 import shutil
+import socket
 import tempfile
 import time
 from contextlib import contextmanager
@@ -140,6 +141,7 @@ class Evaluation:
         self.trial_signals: list[dict[str, Any]] = []
         self.record = record.blank(cfg, self.src)
         self.atol = cfg.atol
+        self.output_handoff: str | None = None  # how the trials' outputs crossed: "device" or "files (why)"
 
     # ------------------------------------------------------------ record ---
     def _finish(self, category: str, error: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -163,11 +165,12 @@ class Evaluation:
             "equivalence_margin": cfg.equivalence_margin, "cuda_arch": self.cuda_arch,
             "harness": settings.HARNESS_VERSION, "confinement": self.confinement,
             "build_sharing": cfg.build_sharing, "shape_variants": cfg.shape_variants,
-            "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "output_handoff": self.output_handoff,
         }
 
     # ----------------------------------------------------------- workers ---
     def _worker(self, name: str, config: dict[str, Any], work: Path, *, confined: bool) -> Worker:
+        fd = config.get("handoff_fd")
         overrides = devices.worker_env(str(self.cand_build), cuda_arch=self.cuda_arch) if confined else {}
         env = child_env(overrides)
         if self.cfg.device == "cpu":
@@ -181,7 +184,7 @@ class Evaluation:
                 memory_limit=self.memory_limit)
         return Worker(_WORKERS + name, config, log_path=self.logs / f"{name}.log", cwd=work / name,
                       run_limit_s=self.cfg.timeout_s, build_limit_s=self.cfg.compile_timeout_s, env=env,
-                      label=name, confinement=spec)
+                      label=name, confinement=spec, pass_fds=() if fd is None else (fd,))
 
     @contextmanager
     def _spent(self, stage: str) -> Iterator[None]:
@@ -283,21 +286,30 @@ class Evaluation:
         common = {"device": cfg.device, "precision": cfg.precision, "reference": str(self.reference),
                   "shared_dir": str(work / "shared"), "init_seed": settings.INIT_SEED,
                   "memory_limit": self.memory_limit, "await_go": late}
+        # A socket pair for the reference's device buffer (workers/devicehandoff.py).
+        pair = socket.socketpair() if cfg.device == "cuda" else None
+        fds = {"reference": pair[0].fileno(), "candidate": pair[1].fileno()} if pair else {}
         ref = self._worker("reference", dict(common, private_dir=str(work / "reference"),
                                              candidate_dir=str(work / "candidate"),
                                              trial_seeds=self.seeds["trials"], atol=cfg.atol, rtol=cfg.rtol,
                                              variants=self.variants,
-                                             variant_bytes=settings.VARIANT_BYTES[cfg.device]),
+                                             variant_bytes=settings.VARIANT_BYTES[cfg.device],
+                                             handoff_fd=fds.get("reference")),
                            work, confined=False)
         cand = self._worker("candidate", dict(
             common, private_dir=str(work / "candidate"), candidate=str(self.candidate),
             build_root=str(self.cand_build), cuda_arch=self.cuda_arch,
             candidate_names=sorted(self.src.defined_names),
             kernel_names=source.kernel_names(self.src.evidence, cfg.device),
-            op_namespaces=self.src.evidence.get("op_namespaces", [])), work, confined=True)
+            op_namespaces=self.src.evidence.get("op_namespaces", []), handoff_fd=fds.get("candidate")),
+            work, confined=True)
         started = time.monotonic()
-        ref.start()
-        cand.start()
+        try:
+            ref.start()
+            cand.start()
+        finally:
+            for end in pair or ():
+                end.close()  # each worker has its own end now
         with self._device_turn(ref, cand):
             try:
                 return self._correctness(work, ref, cand, time.monotonic() if late else started)
@@ -377,10 +389,17 @@ class Evaluation:
         cases = [{"name": t["name"], "seed": t["seed"], "armed": i == armed}
                  for i, t in enumerate(manifest["trials"])]
         cases += [{"name": p["name"], "seed": p["seed"], "inputs": p["inputs"]} for p in manifest["probes"]]
-        step = cand.request("trials", cases=cases)
+        handoff = manifest.get("handoff")
+        self.output_handoff = "device" if handoff else f"files ({manifest['handoff_off']})" \
+            if manifest.get("handoff_off") else "files"
+        for case in cases if handoff else ():
+            case["slots"] = handoff["layout"].get(case["name"])
+        step = cand.request("trials", cases=cases, handoff={"bytes": handoff["bytes"]} if handoff else None)
         if not step or step.get("status") != "ok":
             return self._candidate_stopped(cand, step)
         self._add_seconds("trials", step, ("calls", "save"))
+        if handoff and step.get("handoff_refused"):
+            self.output_handoff = f"files (the candidate's worker: {str(step['handoff_refused'])[:200]})"
         self.stage_s["correctness"] = round(time.monotonic() - started, 3)
         early = cand.request("report", observe=False)
         if early and early.get("status") == "ok":
@@ -492,6 +511,10 @@ class Evaluation:
                  for i, t in enumerate(manifest["trials"])]
         cases += [{"name": p["name"], "file": f"{p['name']}.pt", "grouped": True}
                   for p in manifest["probes"] if p["name"] in by_name] if constant else []
+        for case in cases:  # an output copied into the reference's buffer (workers/devicehandoff.py)
+            handed = by_name[case["name"]].get("handed")
+            if handed is not None:
+                case["handed"] = handed
         results = self._compared(ref, cases)
         max_abs, max_rel, passed, mismatch = 0.0, 0.0, 0, None
         perturbed = None

@@ -135,7 +135,8 @@ def _adopt_orphans() -> None:
 class Worker:
     def __init__(self, module: str, config: dict[str, Any], *, log_path: Path, cwd: Path,
                  run_limit_s: float, build_limit_s: float, env: dict[str, str] | None = None,
-                 label: str | None = None, confinement: dict[str, Any] | None = None):
+                 label: str | None = None, confinement: dict[str, Any] | None = None,
+                 pass_fds: tuple[int, ...] = ()):
         self.module = module
         self.label = label or module.rsplit(".", 1)[-1]
         self.config = dict(config)
@@ -145,6 +146,7 @@ class Worker:
         self.build_limit_s = float(build_limit_s)
         self.env = env if env is not None else child_env()
         self.confinement = confinement  # launcher spec (binds, hide, limits), or None: a plain child
+        self.extra_fds = tuple(pass_fds)  # inherited as they are (numbers named in the config)
         self._nonce = secrets.token_hex(16)
         self._lock = threading.Lock()
         self._events: list[dict] = []
@@ -176,7 +178,7 @@ class Worker:
         report_r, report_w = os.pipe()
         out_r, out_w = os.pipe()
         control_r, self._control_w = os.pipe()
-        pass_fds = [report_w, control_r]
+        pass_fds = [report_w, control_r, *self.extra_fds]
         config = dict(self.config, nonce=self._nonce, report_fd=report_w, control_fd=control_r)
         argv = taskcode.child_argv(self.module)
         pid_r = None

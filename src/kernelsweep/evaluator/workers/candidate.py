@@ -34,7 +34,8 @@ from typing import Any
 import torch
 
 from kernelsweep import taskcode
-from kernelsweep.evaluator.workers import frame, guard, kernels, machine, mathmodes, outputfiles, seeding, trees
+from kernelsweep.evaluator.workers import (devicehandoff, frame, guard, kernels, machine, mathmodes, outputfiles,
+                                          seeding, trees)
 from kernelsweep.evaluator.workers.buildhooks import BuildHooks
 from kernelsweep.evaluator.workers.clock import Clock
 from kernelsweep.evaluator.workers.perturb import Perturber
@@ -112,6 +113,7 @@ def setup(ctx: frame.WorkerContext) -> State:
     s.alive: list[list[torch.Tensor]] = []
     s.reduced: set[str] = set()
     s.kept: list[Any] = []
+    s.handoff_fd = cfg.get("handoff_fd")  # the socket the reference's buffer comes through (_borrow)
     return s
 
 
@@ -174,27 +176,64 @@ def _call_checked(s: State, inputs: list, seed: int, armed: bool,
     return {"structure": structure, "leaves": at_return}, signals
 
 
-def trials(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]]) -> dict[str, Any]:
-    """cases: [{name, seed, inputs (a shared file) or None, armed}], in order."""
+def trials(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]],
+           handoff: dict[str, Any] | None = None) -> dict[str, Any]:
+    """cases: [{name, seed, inputs (a shared file) or None, armed, slots}], in
+    order. An output that fits its slots in the buffer the reference's worker
+    lent (handoff: {bytes}) is copied there (`handed`), any other is saved."""
     results = []
     seconds = {"calls": 0.0, "save": 0.0}  # where the time goes (diagnostics only: this process is untrusted)
-    with torch.no_grad():
-        for i, case in enumerate(cases):
-            started = time.monotonic()
-            if case.get("inputs"):
-                inputs = trees.to_device(trees.load(s.shared / case["inputs"]), s.device)
-            else:
-                inputs = seeding.make_inputs(s.ref, case["seed"], s.precision, s.device)
-            if i == 0:
-                check_call(s.model.forward, inputs, "ModelNew.forward")
-            saved, signals = _call_checked(s, inputs, case["seed"], bool(case.get("armed")))
-            saving = time.monotonic()
-            outputfiles.save_output(saved, s.private / f"{case['name']}.pt")
-            del saved, inputs  # off the device before the next call
-            seconds["calls"] += saving - started
-            seconds["save"] += time.monotonic() - saving
-            results.append(dict(signals, name=case["name"], file=f"{case['name']}.pt"))
-    return {"trials": results, "seconds": seconds}
+    lent, refused = _borrow(s, handoff)
+    try:
+        with torch.no_grad():
+            for i, case in enumerate(cases):
+                started = time.monotonic()
+                if case.get("inputs"):
+                    inputs = trees.to_device(trees.load(s.shared / case["inputs"]), s.device)
+                else:
+                    inputs = seeding.make_inputs(s.ref, case["seed"], s.precision, s.device)
+                if i == 0:
+                    check_call(s.model.forward, inputs, "ModelNew.forward")
+                saved, signals = _call_checked(s, inputs, case["seed"], bool(case.get("armed")))
+                saving = time.monotonic()
+                result = dict(signals, name=case["name"], file=f"{case['name']}.pt")
+                slots = case.get("slots")
+                if lent is not None and slots is not None and devicehandoff.fits(saved["leaves"], slots):
+                    result["handed"] = _hand(lent, saved, slots)
+                else:
+                    outputfiles.save_output(saved, s.private / f"{case['name']}.pt")
+                del saved, inputs  # off the device before the next call
+                seconds["calls"] += saving - started
+                seconds["save"] += time.monotonic() - saving
+                results.append(result)
+    finally:
+        if lent is not None:
+            lent.close()  # after a device synchronize: every copy into it is done
+    return {"trials": results, "seconds": seconds, **({"handoff_refused": refused} if refused else {})}
+
+
+def _borrow(s: State, handoff: dict[str, Any] | None) -> tuple[Any, str | None]:
+    """The reference's lent buffer, mapped here (once), or (None, why not)."""
+    if not handoff or s.handoff_fd is None:
+        return None, None
+    sock_fd, s.handoff_fd = s.handoff_fd, None
+    try:
+        fd = devicehandoff.receive_descriptor(sock_fd)
+        try:
+            return devicehandoff.SharedBuffer.open(s.device, fd, int(handoff["bytes"])), None
+        finally:
+            os.close(fd)
+    except (devicehandoff.Unavailable, OSError) as exc:
+        return None, str(exc)[:300]
+
+
+def _hand(lent: Any, saved: dict[str, Any], slots: list) -> dict[str, Any]:
+    """Copy an output's tensors into their slots; what the reference needs besides."""
+    for x, slot in zip(saved["leaves"], slots):
+        if slot is not None:
+            devicehandoff.slot_view(lent.tensor, slot).copy_(x)
+    return {"structure": saved["structure"],
+            "numbers": [None if isinstance(x, torch.Tensor) else x for x in saved["leaves"]]}
 
 
 def variant(ctx: frame.WorkerContext, s: State, name: str, constants: dict[str, int],

@@ -35,7 +35,7 @@ import torch
 
 from kernelsweep import shapes, taskcode
 from kernelsweep.evaluator import compare
-from kernelsweep.evaluator.workers import frame, machine, mathmodes, outputfiles, seeding, trees
+from kernelsweep.evaluator.workers import devicehandoff, frame, machine, mathmodes, outputfiles, seeding, trees
 from kernelsweep.evaluator.workers.clock import Clock
 
 # Rescaled probe: far from the trial inputs' scale, same positions.
@@ -62,7 +62,7 @@ def _keep(s: State, name: str, structure: str, leaves: list, host_copy: bool = F
     file. Returns it as kept, or spilled: CPU copies with `host_copy`, else None."""
     size = trees.tree_nbytes(leaves)
     if s.kept_budget is None:
-        s.kept_budget = _kept_budget(s.device)
+        s.call_peak, s.kept_budget = _kept_budget(s.device)
     if s.kept_bytes + size <= s.kept_budget:
         kept = {"structure": structure, "leaves": [
             x.detach().to(s.device).contiguous().clone() if isinstance(x, torch.Tensor) else x for x in leaves]}
@@ -76,13 +76,13 @@ def _keep(s: State, name: str, structure: str, leaves: list, host_copy: bool = F
     return _on_host({"structure": structure, "leaves": leaves}) if host_copy else None
 
 
-def _kept_budget(device: torch.device) -> int:
-    """Bytes of outputs to keep on the device, set once the first trial ran
-    (its peak is the reference's need for one call: model, inputs, output)."""
+def _kept_budget(device: torch.device) -> tuple[int, int]:
+    """The reference's need for one call (model, inputs, output: its peak once
+    the first trial ran) and the bytes of outputs to keep on the device."""
     if device.type != "cuda":
-        return KEPT_CPU_BYTES
-    return kept_budget_bytes(torch.cuda.get_device_properties(device).total_memory,
-                             torch.cuda.max_memory_reserved(device))
+        return 0, KEPT_CPU_BYTES
+    peak = torch.cuda.max_memory_reserved(device)
+    return peak, kept_budget_bytes(torch.cuda.get_device_properties(device).total_memory, peak)
 
 
 def kept_budget_bytes(total: int, peak: int) -> int:
@@ -164,8 +164,9 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
     s.device = machine.resolve_device(cfg["device"])
     info = machine.device_info(s.device)
     s.kept, s.kept_bytes = {}, 0
-    s.kept_budget = None  # _kept_budget, at the first output kept
+    s.kept_budget = s.call_peak = None  # _kept_budget, at the first output kept
     s.released = False  # the cache given back once the trials are judged (judge)
+    s.described, s.lent = {}, None  # the trials' outputs as slots; the buffer lent for them (_lend)
     s.clock = Clock(s.device, info.get("llc_bytes") or info.get("l2_bytes"))
     model = s.model.to(s.device)
     if s.precision != "fp32":
@@ -186,6 +187,7 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
                  "_as_first": first is None or compare.compare_outputs(first, output, atol, rtol)["ok"]}
         keeping = time.monotonic()
         kept = _keep(s, name, structure, leaves, host_copy=name == "trial0")  # later trials compare with it
+        s.described[name] = devicehandoff.describe(leaves)
         spent["keep"] += time.monotonic() - keeping
         return {"name": name, "mutates_inputs": not trees.same_values(inputs, pristine),
                 "aliases_inputs": trees.aliases(leaves, inputs), "output_bytes": trees.tree_nbytes(leaves),
@@ -224,8 +226,62 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
     s.peak_reserved = torch.cuda.max_memory_reserved(s.device) if s.device.type == "cuda" else 0
     s.ready = {"trials": trials, "probes": probes, "constant": constant, "near_zero": near_zero,
                "degenerate": degenerate, "atol": judged_atol, "device_info": info, "input_bytes": input_bytes,
-               "seconds": dict(spent, trials=time.monotonic() - started)}
+               "seconds": dict(spent, trials=time.monotonic() - started), **_lend(s, cfg.get("handoff_fd"))}
     return s
+
+
+def _lend(s: State, sock_fd: int | None) -> dict[str, Any]:
+    """On a GPU, a device buffer for the candidate's trial and probe outputs
+    (workers/devicehandoff.py), its descriptor sent to the candidate's worker:
+    {"handoff": {"bytes", "layout"}}; {"handoff_off": why} when there is no room
+    for it beside CANDIDATE_ROOM times the reference's peak, or the driver refuses."""
+    if sock_fd is None or s.device.type != "cuda":
+        return {}
+    layout, nbytes = devicehandoff.slot_layout(s.described)
+    free, _ = torch.cuda.mem_get_info(s.device)
+    room = free - CANDIDATE_ROOM * s.call_peak  # the kept outputs are already out of `free`
+    if nbytes > room:
+        return {"handoff_off": f"{nbytes} bytes of outputs, {max(room, 0)} bytes of room"}
+    try:
+        s.lent = devicehandoff.SharedBuffer.create(s.device, nbytes)
+        devicehandoff.send_descriptor(sock_fd, s.lent.export())
+    except (devicehandoff.Unavailable, OSError) as exc:
+        _return_buffer(s)
+        return {"handoff_off": str(exc)[:300]}
+    s.layout = layout
+    return {"handoff": {"bytes": s.lent.nbytes, "layout": layout}}
+
+
+def _return_buffer(s: State) -> None:
+    if s.lent is not None:
+        s.lent.close()
+        s.lent = None
+
+
+def _handed(s: State, name: str, handed: Any) -> dict[str, Any]:
+    """The candidate's output of NAME from the lent buffer, copied out (what
+    the candidate's process writes there later changes nothing here): the
+    slots are this worker's layout; from the candidate only its structure
+    string and its number leaves, checked. ValueError for anything else."""
+    slots = s.layout.get(name) if s.lent is not None else None
+    if slots is None:
+        raise ValueError(f"no buffer slot for {name}")
+    if not isinstance(handed, dict) or not isinstance(handed.get("structure"), str) \
+            or not isinstance(handed.get("numbers"), list) or len(handed["numbers"]) != len(slots):
+        raise ValueError(f"handed output described as {str(handed)[:200]}")
+    leaves = []
+    for slot, number in zip(slots, handed["numbers"]):
+        if slot is not None:
+            view = devicehandoff.slot_view(s.lent.tensor, slot)
+            try:
+                leaves.append(view.clone())
+            except torch.OutOfMemoryError:  # no room left on the device (as _load_near)
+                leaves.append(view.to("cpu"))
+        elif type(number) in (bool, int, float):
+            leaves.append(number)
+        else:
+            raise ValueError(f"a number leaf {str(number)[:100]}")
+    return {"structure": handed["structure"], "leaves": leaves}
 
 
 def run_variant(s: State, variant: dict[str, Any]) -> dict[str, Any]:
@@ -356,7 +412,8 @@ def judge(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]], atol:
         mine = _kept(s, case["name"])
         path = s.candidate_dir / Path(case["file"]).name  # a bare name: never outside the candidate's folder
         try:
-            theirs = _load_near(path, s.device)
+            handed = case.get("handed")
+            theirs = _handed(s, case["name"], handed) if handed is not None else _load_near(path, s.device)
         except Exception as exc:  # noqa: BLE001 - a file the candidate's process wrote
             results.append({"ok": False, "unreadable": f"{type(exc).__name__}: {exc}"[:500]})
             continue
@@ -382,6 +439,7 @@ def judge(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]], atol:
         # candidate's timing (once: a cache emptied between timing blocks would cost the
         # reference's next call a fresh allocation).
         mine = theirs = first = None
+        _return_buffer(s)
         torch.cuda.empty_cache()
         s.released = True
     return {"results": results, "seconds": seconds}

@@ -1,0 +1,100 @@
+"""The device buffer the reference's worker lends the candidate's
+(workers/devicehandoff.py): its layout and what fits it on any machine; on a
+GPU, the buffer itself shared with another process through a socket pair,
+and the reference's reading of a handed output."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from kernelsweep.evaluator.workers import devicehandoff, reference
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _layout(*outputs: list) -> tuple[dict, int]:
+    return devicehandoff.slot_layout({f"trial{i}": devicehandoff.describe(o) for i, o in enumerate(outputs)})
+
+
+def test_layout_gives_each_tensor_an_aligned_slot_and_numbers_none():
+    layout, total = _layout([torch.zeros(3, 5), 2.5], [torch.zeros(7, dtype=torch.float16)])
+    first, number = layout["trial0"]
+    (second,) = layout["trial1"]
+    assert number is None
+    assert first == {"dtype": "float32", "shape": [3, 5], "nbytes": 60, "offset": 0}
+    assert second["offset"] == devicehandoff.ALIGN and second["offset"] % 8 == 0
+    assert total == 2 * devicehandoff.ALIGN
+
+
+def test_only_outputs_of_the_slots_dtype_shape_and_structure_fit():
+    layout, _ = _layout([torch.zeros(4, 4), 1])
+    slots = layout["trial0"]
+    assert devicehandoff.fits([torch.ones(4, 4), 3], slots)
+    assert devicehandoff.fits([torch.ones(8, 8)[::2, ::2], 3.5], slots)  # a strided view is copied in
+    assert not devicehandoff.fits([torch.ones(4, 4, dtype=torch.float64), 3], slots)
+    assert not devicehandoff.fits([torch.ones(16), 3], slots)
+    assert not devicehandoff.fits([torch.ones(4, 4)], slots)
+    assert not devicehandoff.fits([3, torch.ones(4, 4)], slots)
+    assert not devicehandoff.fits([torch.ones(4, 4), "3"], slots)
+    assert not devicehandoff.fits([torch.ones(4, 4).to_sparse(), 3], slots)
+
+
+def _lender(layout: dict, buffer: torch.Tensor) -> SimpleNamespace:
+    return SimpleNamespace(layout=layout, lent=SimpleNamespace(tensor=buffer))
+
+
+def test_reference_reads_a_handed_output_from_its_own_layout_only():
+    layout, total = _layout([torch.zeros(2, 3), 0])
+    buffer = torch.zeros(total, dtype=torch.uint8)
+    devicehandoff.slot_view(buffer, layout["trial0"][0]).copy_(torch.arange(6.0).view(2, 3))
+    s = _lender(layout, buffer)
+    out = reference._handed(s, "trial0", {"structure": "T(L,N)", "numbers": [None, 7]})
+    assert out["structure"] == "T(L,N)" and out["leaves"][1] == 7
+    assert torch.equal(out["leaves"][0], torch.arange(6.0).view(2, 3))
+    buffer.fill_(0)  # written again after the reference took it: its copy stands
+    assert out["leaves"][0].sum() == 15
+    for handed in ({"structure": "T", "numbers": [None]}, {"structure": 1, "numbers": [None, 7]},
+                   {"structure": "T", "numbers": [None, "7"]}, {"structure": "T", "numbers": [None, [7]]}, []):
+        with pytest.raises(ValueError):
+            reference._handed(s, "trial0", handed)
+    with pytest.raises(ValueError):
+        reference._handed(s, "probe_nan", {"structure": "T", "numbers": [None, 7]})
+    with pytest.raises(ValueError):
+        reference._handed(SimpleNamespace(layout=layout, lent=None), "trial0", {"structure": "T", "numbers": [None, 7]})
+
+
+_BORROWER = textwrap.dedent("""
+    import sys, torch
+    from kernelsweep.evaluator.workers import devicehandoff
+    sock_fd, nbytes = int(sys.argv[1]), int(sys.argv[2])
+    torch.zeros(1, device="cuda")
+    fd = devicehandoff.receive_descriptor(sock_fd)
+    lent = devicehandoff.SharedBuffer.open(torch.device("cuda", 0), fd, nbytes)
+    assert int(lent.tensor.sum()) == 0  # zeroed by the lender
+    lent.tensor[:16].copy_(torch.arange(16, dtype=torch.uint8, device="cuda"))
+    lent.close()
+""")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_buffer_crosses_to_another_process_through_the_socket_pair():
+    device = torch.device("cuda", 0)
+    torch.zeros(1, device=device)
+    lent = devicehandoff.SharedBuffer.create(device, 1 << 20)
+    mine, theirs = socket.socketpair()
+    child = subprocess.Popen([sys.executable, "-c", _BORROWER, str(theirs.fileno()), str(lent.nbytes)],
+                             pass_fds=[theirs.fileno()], env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin"})
+    theirs.close()
+    devicehandoff.send_descriptor(mine.detach(), lent.export())
+    assert child.wait(timeout=120) == 0
+    assert torch.equal(lent.tensor[:16].cpu(), torch.arange(16, dtype=torch.uint8))
+    lent.close()
