@@ -15,6 +15,7 @@ from kernelsweep.evaluator import classify, sandbox, settings
 from kernelsweep.evaluator.errors import HarnessError
 
 SCHEMA = "kernelsweep/baseline/1"
+LOOKAHEAD = 2  # mode workers warming beyond the one that times (each holds the model on the host)
 CPU_SKIPS = {"inductor-reduce-overhead": "reduce-overhead captures CUDA graphs; on the CPU it has no meaning"}
 
 
@@ -60,18 +61,20 @@ def run_baseline(reference: Path, *, device: str = "cuda", precision: str = "fp3
     device_s: dict[str, float] = {}
     with _device_turn(timed, start, task or reference.stem, device_s) as outcomes:
         for mode, outcome in outcomes:
+            held = _held(device_s, mode)
             failure = classify.classify_outcome(outcome)
             if failure is not None:
                 results[mode] = {"status": "failed", "runtime_ms": None, "error": failure.message,
                                  "category": failure.category, "log": outcome.log,
-                                 "wall_s": round(outcome.wall_s, 3)}
+                                 "wall_s": round(outcome.wall_s, 3), "stage_s": held}
                 continue
             r = outcome.result
             info = info or r.get("device_info", {})
             results[mode] = {"status": "ok",
                              "runtime_ms": dict(metrics.summarize(r["samples"]), samples=r["samples"]),
                              "error": None, "compile_s": r.get("compile_s"), "pool_sets": r.get("pool_sets"),
-                             "log": outcome.log, "wall_s": round(outcome.wall_s, 3)}
+                             "log": outcome.log, "wall_s": round(outcome.wall_s, 3),
+                             "stage_s": dict(r.get("stage_s") or {}, **held)}
     results = {m: results[m] for m in modes}  # the order asked for
     return {
         "schema": SCHEMA, "task": task or reference.stem, "device": device, "device_name": info.get("device_name"),
@@ -81,6 +84,12 @@ def run_baseline(reference: Path, *, device: str = "cuda", precision: str = "fp3
                        "timing_trials": timing_trials, "warmup": warmup, "harness": settings.HARNESS_VERSION,
                        "visible_devices": info.get("visible_devices")},
     }
+
+
+def _held(device_s: dict[str, float], mode: str) -> dict[str, float]:
+    """A mode's seconds from its "go" to its worker's exit and, before that,
+    waiting for it to be warm with the device held (late claim only)."""
+    return {k: device_s.pop(f"{k}_{mode}") for k in ("held", "ready_wait") if f"{k}_{mode}" in device_s}
 
 
 class _ModeWorker:
@@ -101,9 +110,9 @@ class _ModeWorker:
 def _device_turn(modes: list[str], start: Callable[[str], _ModeWorker], task: str,
                  stage_s: dict[str, float]) -> Iterator[Iterator[tuple[str, sandbox.Outcome]]]:
     """Yields (mode, outcome) in order. Under `gpu-slots run --late` the first
-    worker imports torch and builds the model before the device is taken, and
-    each next one does so while the one before times; the device is then held
-    from the first "go" to the last worker's end (seconds in `stage_s`).
+    LOOKAHEAD + 1 workers import torch and build the model before the device
+    is taken, and each next one while the ones before time; the device is then
+    held from the first "go" to the last worker's end (seconds in `stage_s`).
     Elsewhere each worker runs in turn and the wrapper already holds the slot."""
     late = gpu_slots.late_claim()
     if not modes:
@@ -113,19 +122,33 @@ def _device_turn(modes: list[str], start: Callable[[str], _ModeWorker], task: st
         yield ((mode, start(mode).outcome()) for mode in modes)
         return
     running: list[_ModeWorker] = []
+
+    def start_ahead(i: int) -> None:
+        """Workers started up to LOOKAHEAD modes past mode i: each imports torch
+        (and the compiler) and builds the model while the modes before it run.
+        One started only when the mode before gets the device was still
+        importing the compiler when an eager mode (~1 s) had finished."""
+        while len(running) < min(len(modes), i + 1 + LOOKAHEAD):
+            running.append(start(modes[len(running)]))
+
     try:
         warming = time.monotonic()
-        running.append(start(modes[0]))
+        start_ahead(0)
         running[0].worker.hello()
 
         def turns() -> Iterator[tuple[str, sandbox.Outcome]]:
             for i, mode in enumerate(modes):
-                current = running[-1]
-                current.worker.hello()  # warm by now, as a rule: it started during the last mode
-                if i + 1 < len(modes):
-                    running.append(start(modes[i + 1]))
+                current = running[i]
+                waiting = time.monotonic()
+                current.worker.hello()  # warm by now, as a rule: it started modes ago
+                start_ahead(i + 1)
+                went = time.monotonic()
                 current.worker.send("go")
-                yield mode, current.outcome()
+                outcome = current.outcome()
+                # Held from "go" to its exit; before it, held waiting for it to be warm.
+                stage_s[f"held_{mode}"] = round(time.monotonic() - went, 3)
+                stage_s[f"ready_wait_{mode}"] = round(went - waiting, 3)
+                yield mode, outcome
 
         with gpu_slots.accounted_turn(f"baseline {task}", stage_s, warming):
             yield turns()

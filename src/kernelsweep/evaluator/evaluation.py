@@ -382,7 +382,8 @@ class Evaluation:
         if manifest["degenerate"]:
             self.flags.append("degenerate_tolerance")
             self.atol = manifest["atol"]  # compare.distinguishing_tolerance of the reference's outputs
-        step = cand.request("construct")
+        with self._spent("construct"):  # ModelNew built, given the reference's weights, moved to the device
+            step = cand.request("construct")
         if not step or step.get("status") != "ok":
             return self._candidate_stopped(cand, step)
         armed = self.rng.randrange(len(manifest["trials"]))

@@ -45,6 +45,15 @@ def body(ctx: frame.WorkerContext, prepared: Any) -> dict[str, Any]:
     precision, seeds, mode = cfg["precision"], cfg["seeds"], cfg["mode"]
     ref, model = prepared
     ctx.phase("device")
+    stage_s: dict[str, float] = {}  # where the held time goes (the parent's record of this mode)
+    mark = time.perf_counter()
+
+    def spent(stage: str) -> None:
+        nonlocal mark
+        now = time.perf_counter()
+        stage_s[stage] = round(now - mark, 3)
+        mark = now
+
     device = machine.resolve_device(cfg["device"])
     info = machine.device_info(device)
     clock = timing.Clock(device, info.get("llc_bytes") or info.get("l2_bytes"))
@@ -54,8 +63,11 @@ def body(ctx: frame.WorkerContext, prepared: Any) -> dict[str, Any]:
     first = seeding.make_inputs(ref, seeds["timing_base"], precision, device)
     wanted = cfg["warmup"] + cfg["timing_trials"]
     n_sets = timing.pool_size(trees.tree_nbytes(first), wanted, cfg["pool_bytes"])
+    spent("device")  # context, model on the device
     pool = [first] + [seeding.make_inputs(ref, seeds["timing_base"] + j, precision, device)
                       for j in range(1, n_sets)]
+    machine.synchronize(device)
+    spent("inputs")
 
     fn = model
     compile_s = None
@@ -68,10 +80,12 @@ def body(ctx: frame.WorkerContext, prepared: Any) -> dict[str, Any]:
                 fn(*pool[k % len(pool)])
             machine.synchronize(device)
         compile_s = time.perf_counter() - t0
+        spent("compile")
     ctx.phase("timing")
     samples = timing.interleaved([fn], pool, clock=clock, warmup=cfg["warmup"], trials=cfg["timing_trials"])
+    spent("timing")
     return {"samples": samples[0], "compile_s": compile_s, "pool_sets": n_sets,
-            "device_info": info}
+            "device_info": info, "stage_s": stage_s}
 
 
 if __name__ == "__main__":
