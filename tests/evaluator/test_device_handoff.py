@@ -47,6 +47,39 @@ def test_only_outputs_of_the_slots_dtype_shape_and_structure_fit():
     assert not devicehandoff.fits([torch.ones(4, 4).to_sparse(), 3], slots)
 
 
+def test_a_mismatch_decided_before_any_value_needs_no_values():
+    layout, _ = _layout([torch.zeros(4, 4), 1.0])
+    slots = layout["trial0"]
+    decided = devicehandoff.decided_without_values
+    assert decided([torch.zeros(4, 5), 1.0], slots)                       # shape
+    assert decided([torch.zeros(4, 4, dtype=torch.float64), 1.0], slots)  # dtype
+    assert decided([torch.zeros(4, 4)], slots)                            # leaf count
+    assert decided([1.0, torch.zeros(4, 4)], slots)                       # a number for the tensor
+    assert not decided([torch.zeros(4, 4), 2.0], slots)                   # values decide
+    assert not decided([torch.zeros(4, 4), torch.zeros(3)], slots)        # the first tensor's values come first
+    number_first, _ = _layout([2, torch.zeros(3)])
+    assert decided([2, torch.zeros(4)], number_first["trial0"])           # the number crosses as itself
+    assert decided([torch.zeros(1), torch.zeros(3)], number_first["trial0"])
+
+
+def test_reference_judges_a_described_output_only_where_no_value_is_needed():
+    from kernelsweep.evaluator import compare
+
+    layout, _ = _layout([torch.zeros(4, 4)])
+    s = SimpleNamespace(layout=layout)
+    wrong_shape = devicehandoff.described({"structure": "T", "leaves": [torch.ones(4, 5)]})
+    theirs = reference._described(s, "trial0", wrong_shape)
+    assert theirs["leaves"][0].is_meta
+    result = compare.compare_outputs({"structure": "T", "leaves": [torch.zeros(4, 4)]}, theirs, 1e-4, 1e-4)
+    assert not result["ok"] and result["kind"] == "shape", result
+    same_shape = devicehandoff.described({"structure": "T", "leaves": [torch.ones(4, 4)]})
+    for forged in (same_shape, {"structure": "T", "leaves": [{"dtype": "float32", "shape": [-1]}]},
+                   {"structure": "T", "leaves": [{"dtype": "object", "shape": [4]}]}, {"leaves": []},
+                   {"structure": "T", "leaves": ["4"]}):
+        with pytest.raises(ValueError):
+            reference._described(s, "trial0", forged)
+
+
 def _lender(layout: dict, buffer: torch.Tensor) -> SimpleNamespace:
     return SimpleNamespace(layout=layout, lent=SimpleNamespace(tensor=buffer))
 

@@ -8,9 +8,12 @@
    `gpu-slots run --late` both first only import torch (the reference also
    builds Model on the host and saves it for the candidate: reference.prepare),
    and go on once this process has taken the device (gpu_slots.timing_slot).
-3. The candidate gets the reference's weights, then the secret seeds, one
-   trial at a time; one trial, chosen at random, runs with the extension's
-   results perturbed. The parent compares the saved outputs itself.
+3. The candidate builds ModelNew with the reference's weights (while the
+   reference computes its trials), then gets the secret seeds, one trial at
+   a time; one trial, chosen at random, runs with the extension's results
+   perturbed. The reference's worker compares the outputs: handed over in a
+   device buffer it lent, described when a mismatch needs no values, or
+   saved to files (workers/devicehandoff.py).
    Correct on the task's shape, it is then run on the shape variants
    (kernelsweep.shapes: the task's size constants rescaled), one call each
    in the same workers; wrong or failing on one is `wrong_on_variant`.
@@ -376,14 +379,17 @@ class Evaluation:
             self._note_outcome(outcome, candidate=True)
             return self._candidate_failure(outcome, cand_ready)
         self._note_builds(cand_ready)
+        # ModelNew is built while the reference runs its trials: once the reference's setup has
+        # begun (its "device" phase), its init inputs and weights are in the shared folder.
+        construct = cand.send("construct") if ref.reached("device") else None
         manifest = self._reference_ready(ref)
         self._add_seconds("reference", manifest, ("trials", "keep"))
         self._room_for_outputs(work, manifest)
         if manifest["degenerate"]:
             self.flags.append("degenerate_tolerance")
             self.atol = manifest["atol"]  # compare.distinguishing_tolerance of the reference's outputs
-        with self._spent("construct"):  # ModelNew built, given the reference's weights, moved to the device
-            step = cand.request("construct")
+        with self._spent("construct"):  # what of ModelNew's construction outlasted the reference's trials
+            step = cand.reply(construct if construct is not None else cand.send("construct"))
         if not step or step.get("status") != "ok":
             return self._candidate_stopped(cand, step)
         armed = self.rng.randrange(len(manifest["trials"]))
@@ -393,8 +399,8 @@ class Evaluation:
         handoff = manifest.get("handoff")
         self.output_handoff = "device" if handoff else f"files ({manifest['handoff_off']})" \
             if manifest.get("handoff_off") else "files"
-        for case in cases if handoff else ():
-            case["slots"] = handoff["layout"].get(case["name"])
+        for case in cases:
+            case["slots"] = (manifest.get("output_slots") or {}).get(case["name"])
         step = cand.request("trials", cases=cases, handoff={"bytes": handoff["bytes"]} if handoff else None)
         if not step or step.get("status") != "ok":
             return self._candidate_stopped(cand, step)
@@ -512,10 +518,10 @@ class Evaluation:
                  for i, t in enumerate(manifest["trials"])]
         cases += [{"name": p["name"], "file": f"{p['name']}.pt", "grouped": True}
                   for p in manifest["probes"] if p["name"] in by_name] if constant else []
-        for case in cases:  # an output copied into the reference's buffer (workers/devicehandoff.py)
-            handed = by_name[case["name"]].get("handed")
-            if handed is not None:
-                case["handed"] = handed
+        for case in cases:  # an output handed over in the reference's buffer, or described (devicehandoff.py)
+            for way in ("handed", "described"):
+                if by_name[case["name"]].get(way) is not None:
+                    case[way] = by_name[case["name"]][way]
         results = self._compared(ref, cases)
         max_abs, max_rel, passed, mismatch = 0.0, 0.0, 0, None
         perturbed = None

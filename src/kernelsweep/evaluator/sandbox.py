@@ -284,6 +284,7 @@ class Worker:
             self._events.append(msg)
             if kind == "phase":
                 self._phases.append(str(msg.get("phase")))
+                self._changed.notify_all()
             elif kind == "hello":
                 self._hello = True
                 if self._idle_since is None:  # waiting for "go" is not run time
@@ -310,6 +311,15 @@ class Worker:
         when it ended first (its failure shows at reply(0))."""
         with self._changed:
             while not self._hello:
+                if self._proc.poll() is not None and not any(t.is_alive() for t in self._threads[1:]):
+                    return False
+                self._changed.wait(0.05)
+            return True
+
+    def reached(self, phase: str) -> bool:
+        """Wait until the worker reports PHASE; False when it ended first."""
+        with self._changed:
+            while phase not in self._phases:
                 if self._proc.poll() is not None and not any(t.is_alive() for t in self._threads[1:]):
                     return False
                 self._changed.wait(0.05)

@@ -180,7 +180,9 @@ def trials(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]],
            handoff: dict[str, Any] | None = None) -> dict[str, Any]:
     """cases: [{name, seed, inputs (a shared file) or None, armed, slots}], in
     order. An output that fits its slots in the buffer the reference's worker
-    lent (handoff: {bytes}) is copied there (`handed`), any other is saved."""
+    lent (handoff: {bytes}) is copied there (`handed`); one whose comparison
+    fails on structure, shape or dtype whatever its values is `described`;
+    any other is saved to a file."""
     results = []
     seconds = {"calls": 0.0, "save": 0.0}  # where the time goes (diagnostics only: this process is untrusted)
     lent, refused = _borrow(s, handoff)
@@ -200,6 +202,9 @@ def trials(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]],
                 slots = case.get("slots")
                 if lent is not None and slots is not None and devicehandoff.fits(saved["leaves"], slots):
                     result["handed"] = _hand(lent, saved, slots)
+                elif slots is not None and trees.plain(saved["leaves"]) \
+                        and devicehandoff.decided_without_values(saved["leaves"], slots):
+                    result["described"] = devicehandoff.described(saved)  # a mismatch: no values needed
                 else:
                     outputfiles.save_output(saved, s.private / f"{case['name']}.pt")
                 del saved, inputs  # off the device before the next call

@@ -225,6 +225,31 @@ def fits(leaves: list, slots: list[dict[str, Any] | None]) -> bool:
         for x, slot in zip(leaves, slots))
 
 
+def decided_without_values(leaves: list, slots: list[dict[str, Any] | None]) -> bool:
+    """Whether compare.compare_outputs fails these leaves against the output
+    the slots describe on structure, shape or dtype before it reads a tensor's
+    values (leaves are compared in order; numbers by value, as they cross as
+    numbers). Then the candidate's worker need not send the values at all."""
+    if len(leaves) != len(slots):
+        return True
+    for x, slot in zip(leaves, slots):
+        if slot is None:
+            if isinstance(x, torch.Tensor):
+                return True
+            continue
+        if not isinstance(x, torch.Tensor):
+            return True
+        return str(x.dtype).removeprefix("torch.") != slot["dtype"] or list(x.shape) != slot["shape"]
+    return False
+
+
+def described(output: dict[str, Any]) -> dict[str, Any]:
+    """An output without its values: structure, numbers, each tensor's dtype and shape."""
+    return {"structure": output["structure"], "leaves": [
+        {"dtype": str(x.dtype).removeprefix("torch."), "shape": list(x.shape)} if isinstance(x, torch.Tensor) else x
+        for x in output["leaves"]]}
+
+
 def slot_view(buffer: torch.Tensor, slot: dict[str, Any]) -> torch.Tensor:
     return buffer[slot["offset"]:slot["offset"] + slot["nbytes"]].view(DTYPES[slot["dtype"]]).view(slot["shape"])
 

@@ -166,7 +166,7 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
     s.kept, s.kept_bytes = {}, 0
     s.kept_budget = s.call_peak = None  # _kept_budget, at the first output kept
     s.released = False  # the cache given back once the trials are judged (judge)
-    s.described, s.lent = {}, None  # the trials' outputs as slots; the buffer lent for them (_lend)
+    s.described, s.layout, s.lent = {}, {}, None  # the trials' outputs as slots; the buffer lent for them (_lend)
     s.clock = Clock(s.device, info.get("llc_bytes") or info.get("l2_bytes"))
     model = s.model.to(s.device)
     if s.precision != "fp32":
@@ -231,31 +231,57 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
 
 
 def _lend(s: State, sock_fd: int | None) -> dict[str, Any]:
-    """On a GPU, a device buffer for the candidate's trial and probe outputs
-    (workers/devicehandoff.py), its descriptor sent to the candidate's worker:
-    {"handoff": {"bytes", "layout"}}; {"handoff_off": why} when there is no room
-    for it beside CANDIDATE_ROOM times the reference's peak, or the driver refuses."""
+    """The trials' and probes' outputs as slots (`output_slots`: what an output
+    must be to be handed over, or judged on its description when it cannot
+    match: workers/devicehandoff.py) and, on a GPU, a device buffer with those
+    slots, its descriptor sent to the candidate's worker: {"handoff": {"bytes"}};
+    {"handoff_off": why} when there is no room for it beside CANDIDATE_ROOM
+    times the reference's peak, or the driver refuses."""
+    s.layout, nbytes = devicehandoff.slot_layout(s.described)
+    shown = {"output_slots": s.layout}
     if sock_fd is None or s.device.type != "cuda":
-        return {}
-    layout, nbytes = devicehandoff.slot_layout(s.described)
+        return shown
     free, _ = torch.cuda.mem_get_info(s.device)
     room = free - CANDIDATE_ROOM * s.call_peak  # the kept outputs are already out of `free`
     if nbytes > room:
-        return {"handoff_off": f"{nbytes} bytes of outputs, {max(room, 0)} bytes of room"}
+        return dict(shown, handoff_off=f"{nbytes} bytes of outputs, {max(room, 0)} bytes of room")
     try:
         s.lent = devicehandoff.SharedBuffer.create(s.device, nbytes)
         devicehandoff.send_descriptor(sock_fd, s.lent.export())
     except (devicehandoff.Unavailable, OSError) as exc:
         _return_buffer(s)
-        return {"handoff_off": str(exc)[:300]}
-    s.layout = layout
-    return {"handoff": {"bytes": s.lent.nbytes, "layout": layout}}
+        return dict(shown, handoff_off=str(exc)[:300])
+    return dict(shown, handoff={"bytes": s.lent.nbytes})
 
 
 def _return_buffer(s: State) -> None:
     if s.lent is not None:
         s.lent.close()
         s.lent = None
+
+
+def _described(s: State, name: str, described: Any) -> dict[str, Any]:
+    """The candidate's output of NAME as its worker described it (structure,
+    numbers, each tensor's dtype and shape, no values): meta tensors, accepted
+    only where the comparison fails on structure, shape or dtype before it reads
+    a value (devicehandoff.decided_without_values). ValueError for anything else."""
+    slots = s.layout.get(name)
+    if slots is None or not isinstance(described, dict) or not isinstance(described.get("structure"), str) \
+            or not isinstance(described.get("leaves"), list) or len(described["leaves"]) > 10_000:
+        raise ValueError(f"output described as {str(described)[:200]}")
+    leaves: list[Any] = []
+    for leaf in described["leaves"]:
+        if type(leaf) in (bool, int, float):
+            leaves.append(leaf)
+            continue
+        shape = leaf.get("shape") if isinstance(leaf, dict) else None
+        if not isinstance(shape, list) or len(shape) > 64 or not all(type(n) is int and n >= 0 for n in shape) \
+                or leaf.get("dtype") not in outputfiles.DTYPES:
+            raise ValueError(f"a leaf described as {str(leaf)[:200]}")
+        leaves.append(torch.empty(shape, dtype=outputfiles.DTYPES[leaf["dtype"]], device="meta"))
+    if not devicehandoff.decided_without_values(leaves, slots):
+        raise ValueError("an output described without its values, which the comparison would need")
+    return {"structure": described["structure"], "leaves": leaves}
 
 
 def _handed(s: State, name: str, handed: Any) -> dict[str, Any]:
@@ -412,8 +438,12 @@ def judge(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]], atol:
         mine = _kept(s, case["name"])
         path = s.candidate_dir / Path(case["file"]).name  # a bare name: never outside the candidate's folder
         try:
-            handed = case.get("handed")
-            theirs = _handed(s, case["name"], handed) if handed is not None else _load_near(path, s.device)
+            if case.get("handed") is not None:
+                theirs = _handed(s, case["name"], case["handed"])
+            elif case.get("described") is not None:
+                theirs = _described(s, case["name"], case["described"])
+            else:
+                theirs = _load_near(path, s.device)
         except Exception as exc:  # noqa: BLE001 - a file the candidate's process wrote
             results.append({"ok": False, "unreadable": f"{type(exc).__name__}: {exc}"[:500]})
             continue
@@ -428,7 +458,9 @@ def judge(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]], atol:
             mine, theirs = _on_host(mine), _on_host(theirs)
             result = compare.compare_outputs(mine, theirs, atol, rtol)
             seconds["on_host"] += time.monotonic() - fallback
-        if case.get("grouped"):
+        if case.get("grouped") and case.get("described") is not None:
+            result["same_as_first"] = False  # no values (and a mismatch, which decides the verdict)
+        elif case.get("grouped"):
             first = theirs if first is None else first
             result["same_as_first"] = compare.identical_outputs(first, theirs)
         seconds["values"] += time.monotonic() - started
