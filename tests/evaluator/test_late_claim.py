@@ -188,3 +188,24 @@ def test_the_candidate_builds_its_model_while_the_reference_computes_its_trials(
     stages = r["stage_s"]
     assert stages["reference_trials"] >= 3.0, stages
     assert stages["construct"] < 1.0, stages
+
+
+def test_the_device_is_taken_only_once_the_reference_is_built(build_dir, tmp_path, monkeypatch):
+    """The device free, a reference whose Model takes 4 s to build on the host:
+    the evaluation takes the device only after that (its worker says it is warm
+    once built), so the build is in `warm`, never in `device_held`."""
+    from kernelsweep.evaluator import evaluate
+
+    reference = tmp_path / "slow_build.py"
+    reference.write_text((REFERENCES / "add.py").read_text().replace(
+        "        super().__init__()\n", "        super().__init__()\n        import time\n        time.sleep(4.0)\n"))
+    lock = tmp_path / "slots" / "gpu0.lock"
+    lock.parent.mkdir()
+    monkeypatch.setenv(gpu_slots.ENV_TIMING_LOCK, str(lock))
+    monkeypatch.setenv(gpu_slots.ENV_SLOT, "0")
+    r = evaluate(reference, CPU / "pytorch_only.py", device="cpu", trials=2, timing_trials=4, warmup=1,
+                 timeout_s=120.0, build_dir=build_dir, log_dir=tmp_path / "logs", shape_variants=0)
+    assert r["category"] == "no_custom_kernel", (r["category"], r["error"])
+    stages = r["stage_s"]
+    assert stages["warm"] >= 4.0, stages
+    assert stages["warm"] + stages["slot_wait"] + stages["device_held"] <= stages["reference"] + 0.5, stages

@@ -132,13 +132,14 @@ def _start() -> WorkerContext | None:
 
 
 def _prepared_before_go(ctx: WorkerContext, prepare: Callable[[WorkerContext], Any] | None) -> Any:
-    """Without `await_go`: prepare(ctx) now. With it: say "hello", prepare on a
-    few threads (the job before still times beside it), wait for "go" (leave
-    quietly if the parent ends instead) and only then return the state or
-    raise what prepare raised, so a failure is reported once the device is ours."""
+    """Without `await_go`: prepare(ctx) now. With it: prepare on a few threads
+    (the job before may still time beside it), then say "hello" (warm: the
+    parent takes the device only now, so a model built on the host, 20 s for
+    L3-002's, never holds it), wait for "go" (leave quietly if the parent ends
+    instead) and only then return the state or raise what prepare raised, so a
+    failure is reported once the device is ours."""
     if not ctx.config.get("await_go"):
         return prepare(ctx) if prepare is not None else None
-    ctx.channel.send("hello")
     prepared: Any = None
     early_failure: BaseException | None = None
     if prepare is not None:
@@ -147,6 +148,7 @@ def _prepared_before_go(ctx: WorkerContext, prepare: Callable[[WorkerContext], A
                 prepared = prepare(ctx)
         except BaseException as exc:  # noqa: BLE001 - reported after "go"
             early_failure = exc
+    ctx.channel.send("hello")
     command = ctx.channel.next_command()
     if command is None or command.get("op") != "go":
         finish(0)
@@ -194,9 +196,9 @@ def serve(setup: Callable[..., Any], commands: dict[str, Callable[..., dict[str,
     imported, nothing touched the device yet) and waits for "go": the parent
     sends it once it holds the device (gpu_slots.timing_slot).
     `prepare(ctx)`, where given, is the host-only part of the setup (it must not
-    touch the device): it runs while the worker waits for "go", on a few
-    threads (the job before is timing beside it), and its state is passed on
-    as `setup(ctx, state)`; its failure is answered as reply 0, after "go"."""
+    touch the device): it runs before "hello", on a few threads (the job
+    before may be timing beside it), and its state is passed on as
+    `setup(ctx, state)`; its failure is answered as reply 0, after "go"."""
     ctx = _start()
     seq = 0
     try:
