@@ -383,6 +383,13 @@ class Evaluation:
         # begun (its "device" phase), its init inputs and weights are in the shared folder.
         construct = cand.send("construct") if ref.reached("device") else None
         manifest = self._reference_ready(ref)
+        if manifest.get("crowded_out"):
+            cand.abort()
+            return self._finish("out_of_memory", {
+                "type": "ReferenceCrowdedOut", "log": self._log_path(),
+                "message": f"the reference ran out of device memory computing its trials while the candidate's "
+                           f"process, building ModelNew, held {manifest['crowded_out'] / 2**30:.1f} GiB "
+                           f"({manifest.get('message')})"})
         self._add_seconds("reference", manifest, ("trials", "keep"))
         self._room_for_outputs(work, manifest)
         if manifest["degenerate"]:

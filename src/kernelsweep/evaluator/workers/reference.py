@@ -196,28 +196,39 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
     ctx.phase("trials")
     started, spent = time.monotonic(), {"keep": 0.0}  # where the time goes (the parent's stage_s)
     trials, varies = [], False
-    with torch.no_grad():
-        for i, seed in enumerate(cfg["trial_seeds"]):
-            first = trials[0]["_saved"] if trials and not varies else None  # one difference settles it
-            trials.append(dict(run_case(seeding.make_inputs(s.ref, seed, s.precision, s.device), seed,
-                                        f"trial{i}", first), seed=seed))
-            varies = varies or not trials[-1]["_as_first"]
-        near_zero = all(t["_magnitude"] <= atol for t in trials)
-        constant = (len(trials) > 1 and not varies) or near_zero
-        degenerate = all(t["_zeros_pass"] for t in trials)
-        judged_atol = compare.distinguishing_tolerance([t["_magnitude"] for t in trials], atol) \
-            if degenerate else atol
-        probes = []
-        if constant:
-            ctx.phase("probes")
-            base = seeding.make_inputs(s.ref, trials[0]["seed"], s.precision, s.device)
-            for kind in ("nan", "scaled"):
-                probe = trees.map_tensors(base, lambda t, k=kind: (
-                    t if not t.is_floating_point() else
-                    torch.full_like(t, float("nan")) if k == "nan" else t * PROBE_SCALE + PROBE_SHIFT))
-                trees.save(probe, Path(cfg["shared_dir"]) / f"probe_{kind}_in.pt")
-                probes.append(dict(run_case(probe, trials[0]["seed"], f"probe_{kind}"), seed=trials[0]["seed"],
-                                   inputs=f"probe_{kind}_in.pt"))
+    try:
+        with torch.no_grad():
+            for i, seed in enumerate(cfg["trial_seeds"]):
+                first = trials[0]["_saved"] if trials and not varies else None  # one difference settles it
+                trials.append(dict(run_case(seeding.make_inputs(s.ref, seed, s.precision, s.device), seed,
+                                            f"trial{i}", first), seed=seed))
+                varies = varies or not trials[-1]["_as_first"]
+            near_zero = all(t["_magnitude"] <= atol for t in trials)
+            constant = (len(trials) > 1 and not varies) or near_zero
+            degenerate = all(t["_zeros_pass"] for t in trials)
+            judged_atol = compare.distinguishing_tolerance([t["_magnitude"] for t in trials], atol) \
+                if degenerate else atol
+            probes = []
+            if constant:
+                ctx.phase("probes")
+                base = seeding.make_inputs(s.ref, trials[0]["seed"], s.precision, s.device)
+                for kind in ("nan", "scaled"):
+                    probe = trees.map_tensors(base, lambda t, k=kind: (
+                        t if not t.is_floating_point() else
+                        torch.full_like(t, float("nan")) if k == "nan" else t * PROBE_SCALE + PROBE_SHIFT))
+                    trees.save(probe, Path(cfg["shared_dir"]) / f"probe_{kind}_in.pt")
+                    probes.append(dict(run_case(probe, trials[0]["seed"], f"probe_{kind}"), seed=trials[0]["seed"],
+                                       inputs=f"probe_{kind}_in.pt"))
+    except torch.OutOfMemoryError as exc:
+        # The candidate builds ModelNew meanwhile (evaluation.py): out of memory because its
+        # process holds the device is the candidate's failure, not the harness's (as for variants).
+        if s.device.type == "cuda":
+            s.peak_reserved = torch.cuda.max_memory_reserved(s.device)
+        held = _crowded_out(s, exc)
+        if held is None:
+            raise
+        s.ready = {"crowded_out": held, "message": str(exc)[:300]}
+        return s
     for case in trials + probes:  # what stays here: the kept output and the facts above
         for key in [k for k in case if k.startswith("_")]:
             del case[key]
@@ -336,8 +347,9 @@ def _crowded_out(s: State, exc: BaseException) -> int | None:
     others hold (the candidate's process: the timing slot admits no one else),
     when that is more than twice what the reference itself needed for the
     task's shape (and more than CROWDING_MIN_BYTES). Variants run after the
-    candidate's trials; a candidate must not be able to drop them by holding
-    the device's memory."""
+    candidate's trials, and the reference's trials while the candidate builds
+    ModelNew; a candidate must not be able to drop either by holding the
+    device's memory."""
     if s.device.type != "cuda" or not isinstance(exc, torch.OutOfMemoryError):
         return None
     torch.cuda.empty_cache()
