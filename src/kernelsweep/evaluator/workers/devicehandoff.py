@@ -218,11 +218,18 @@ def fits(leaves: list, slots: list[dict[str, Any] | None]) -> bool:
     """Whether an output's leaves can go into these slots: as many leaves,
     plain (trees.plain), each tensor of its slot's dtype and shape, each
     number where the slot expects one."""
-    if len(leaves) != len(slots) or not plain(leaves):
+    if len(leaves) != len(slots) or not describable(leaves):
         return False
     return all((slot is None) == (not isinstance(x, torch.Tensor)) and (
         slot is None or (str(x.dtype).removeprefix("torch.") == slot["dtype"] and list(x.shape) == slot["shape"]))
         for x, slot in zip(leaves, slots))
+
+
+def describable(leaves: list) -> bool:
+    """Plain leaves (trees.plain) whose tensors all have a dtype an output file
+    can hold raw (outputfiles.DTYPES): what can be handed over or described."""
+    return plain(leaves) and all(str(x.dtype).removeprefix("torch.") in DTYPES
+                                 for x in leaves if isinstance(x, torch.Tensor))
 
 
 def decided_without_values(leaves: list, slots: list[dict[str, Any] | None]) -> bool:
