@@ -117,8 +117,9 @@ class SharedBuffer:
         self._handle = ctypes.c_ulonglong(handle)
         self._address = ctypes.c_ulonglong(0)
         self._mapped = False
-        cu, dev = _cu(), _current_device()
+        cu = _cu()
         try:
+            dev = _current_device()
             _check(cu.cuMemAddressReserve(ctypes.byref(self._address), ctypes.c_size_t(nbytes),
                                           ctypes.c_size_t(0), ctypes.c_ulonglong(0), ctypes.c_ulonglong(0)),
                    "cuMemAddressReserve")
@@ -150,11 +151,7 @@ class SharedBuffer:
         handle = ctypes.c_ulonglong()
         _check(cu.cuMemCreate(ctypes.byref(handle), ctypes.c_size_t(size), ctypes.byref(prop),
                               ctypes.c_ulonglong(0)), "cuMemCreate")
-        try:
-            buffer = cls(device, handle.value, size)
-        except Unavailable:
-            cu.cuMemRelease(handle)
-            raise
+        buffer = cls(device, handle.value, size)  # which releases the handle if it cannot map it
         buffer.tensor.zero_()  # fresh memory says nothing of anyone's earlier data
         return buffer
 
@@ -163,11 +160,7 @@ class SharedBuffer:
         handle = ctypes.c_ulonglong()
         _check(_cu().cuMemImportFromShareableHandle(ctypes.byref(handle), ctypes.c_void_p(fd), _POSIX_FD),
                "cuMemImportFromShareableHandle")
-        try:
-            return cls(device, handle.value, nbytes)
-        except Unavailable:
-            _cu().cuMemRelease(handle)
-            raise
+        return cls(device, handle.value, nbytes)  # which releases the handle if it cannot map it
 
     def export(self) -> int:
         """A new file descriptor for this memory (the caller closes it)."""
@@ -264,10 +257,12 @@ def slot_view(buffer: torch.Tensor, slot: dict[str, Any]) -> torch.Tensor:
 # ---------------------------------------------------------------- socket ---
 def send_descriptor(sock_fd: int, fd: int) -> None:
     """Send FD over the pair's socket; this end only ever sends."""
-    with socket.socket(fileno=sock_fd) as sock:
-        sock.shutdown(socket.SHUT_RD)
-        _send_fds(sock, [b"b"], [fd])
-    _close(fd)
+    try:
+        with socket.socket(fileno=sock_fd) as sock:
+            sock.shutdown(socket.SHUT_RD)
+            _send_fds(sock, [b"b"], [fd])
+    finally:
+        _close(fd)
 
 
 def receive_descriptor(sock_fd: int, timeout_s: float = 30.0) -> int:
