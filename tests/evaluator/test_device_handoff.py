@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from kernelsweep.evaluator.workers import devicehandoff, reference
+from kernelsweep.evaluator.workers import devicehandoff, outputfiles, reference
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,7 +47,7 @@ def test_only_outputs_of_the_slots_dtype_shape_and_structure_fit():
     assert not devicehandoff.fits([torch.ones(4, 4).to_sparse(), 3], slots)
     odd, _ = _layout([torch.zeros(2, dtype=torch.float8_e4m3fn)])  # no raw form: through a file, as before
     assert not devicehandoff.fits([torch.zeros(2, dtype=torch.float8_e4m3fn)], odd["trial0"])
-    assert not devicehandoff.describable([torch.zeros(2, dtype=torch.float8_e4m3fn)])
+    assert not outputfiles.raw([torch.zeros(2, dtype=torch.float8_e4m3fn)])
 
 
 def test_a_mismatch_decided_before_any_value_needs_no_values():

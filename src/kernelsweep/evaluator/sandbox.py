@@ -306,12 +306,16 @@ class Worker:
                     self._result = msg.get("payload")
 
     # ---- control -----------------------------------------------------------
+    def _ended(self) -> bool:
+        """The process has exited and every report it sent has been read."""
+        return self._proc.poll() is not None and not any(t.is_alive() for t in self._threads[1:])
+
     def hello(self) -> bool:
         """Wait for a worker started with await_go to say it is warm; False
         when it ended first (its failure shows at reply(0))."""
         with self._changed:
             while not self._hello:
-                if self._proc.poll() is not None and not any(t.is_alive() for t in self._threads[1:]):
+                if self._ended():
                     return False
                 self._changed.wait(0.05)
             return True
@@ -320,7 +324,7 @@ class Worker:
         """Wait until the worker reports PHASE; False when it ended first."""
         with self._changed:
             while phase not in self._phases:
-                if self._proc.poll() is not None and not any(t.is_alive() for t in self._threads[1:]):
+                if self._ended():
                     return False
                 self._changed.wait(0.05)
             return True
@@ -331,7 +335,7 @@ class Worker:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._changed:
             while seq not in self._replies:
-                if self._proc.poll() is not None and not any(t.is_alive() for t in self._threads[1:]):
+                if self._ended():
                     return None
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:

@@ -202,7 +202,7 @@ def trials(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]],
                 slots = case.get("slots")
                 if lent is not None and slots is not None and devicehandoff.fits(saved["leaves"], slots):
                     result["handed"] = _hand(lent, saved, slots)
-                elif slots is not None and devicehandoff.describable(saved["leaves"]) \
+                elif slots is not None and outputfiles.raw(saved["leaves"]) \
                         and devicehandoff.decided_without_values(saved["leaves"], slots):
                     result["described"] = devicehandoff.described(saved)  # a mismatch: no values needed
                 else:

@@ -27,8 +27,7 @@ from typing import Any
 
 import torch
 
-from kernelsweep.evaluator.workers.outputfiles import DTYPES
-from kernelsweep.evaluator.workers.trees import plain
+from kernelsweep.evaluator.workers.outputfiles import byte_view, dtype_name, raw
 
 ALIGN = 512  # slot offsets: any dtype's alignment, and full memory transactions
 
@@ -188,8 +187,8 @@ class SharedBuffer:
 # ---------------------------------------------------------------- layout ---
 def describe(leaves: list) -> list[dict[str, Any] | None]:
     """An output's leaves as slots to be: {dtype, shape, nbytes} per tensor, None per number."""
-    return [{"dtype": str(x.dtype).removeprefix("torch."), "shape": list(x.shape),
-             "nbytes": x.numel() * x.element_size()} if isinstance(x, torch.Tensor) else None for x in leaves]
+    return [{"dtype": dtype_name(x.dtype), "shape": list(x.shape), "nbytes": x.numel() * x.element_size()}
+            if isinstance(x, torch.Tensor) else None for x in leaves]
 
 
 def slot_layout(described: dict[str, list[dict[str, Any] | None]]) -> tuple[dict[str, list], int]:
@@ -207,22 +206,18 @@ def slot_layout(described: dict[str, list[dict[str, Any] | None]]) -> tuple[dict
     return layout, offset
 
 
+def _matches(x: torch.Tensor, slot: dict[str, Any]) -> bool:
+    return dtype_name(x.dtype) == slot["dtype"] and list(x.shape) == slot["shape"]
+
+
 def fits(leaves: list, slots: list[dict[str, Any] | None]) -> bool:
     """Whether an output's leaves can go into these slots: as many leaves,
-    plain (trees.plain), each tensor of its slot's dtype and shape, each
-    number where the slot expects one."""
-    if len(leaves) != len(slots) or not describable(leaves):
+    each with a raw form (outputfiles.raw), each tensor of its slot's dtype and
+    shape, each number where the slot expects one."""
+    if len(leaves) != len(slots) or not raw(leaves):
         return False
-    return all((slot is None) == (not isinstance(x, torch.Tensor)) and (
-        slot is None or (str(x.dtype).removeprefix("torch.") == slot["dtype"] and list(x.shape) == slot["shape"]))
-        for x, slot in zip(leaves, slots))
-
-
-def describable(leaves: list) -> bool:
-    """Plain leaves (trees.plain) whose tensors all have a dtype an output file
-    can hold raw (outputfiles.DTYPES): what can be handed over or described."""
-    return plain(leaves) and all(str(x.dtype).removeprefix("torch.") in DTYPES
-                                 for x in leaves if isinstance(x, torch.Tensor))
+    return all((slot is None) == (not isinstance(x, torch.Tensor)) and (slot is None or _matches(x, slot))
+               for x, slot in zip(leaves, slots))
 
 
 def decided_without_values(leaves: list, slots: list[dict[str, Any] | None]) -> bool:
@@ -237,21 +232,18 @@ def decided_without_values(leaves: list, slots: list[dict[str, Any] | None]) -> 
             if isinstance(x, torch.Tensor):
                 return True
             continue
-        if not isinstance(x, torch.Tensor):
-            return True
-        return str(x.dtype).removeprefix("torch.") != slot["dtype"] or list(x.shape) != slot["shape"]
+        return not isinstance(x, torch.Tensor) or not _matches(x, slot)
     return False
 
 
 def described(output: dict[str, Any]) -> dict[str, Any]:
-    """An output without its values: structure, numbers, each tensor's dtype and shape."""
-    return {"structure": output["structure"], "leaves": [
-        {"dtype": str(x.dtype).removeprefix("torch."), "shape": list(x.shape)} if isinstance(x, torch.Tensor) else x
-        for x in output["leaves"]]}
+    """An output without its values: structure, numbers, and each tensor as describe() gives it."""
+    return {"structure": output["structure"],
+            "leaves": [x if d is None else d for x, d in zip(output["leaves"], describe(output["leaves"]))]}
 
 
 def slot_view(buffer: torch.Tensor, slot: dict[str, Any]) -> torch.Tensor:
-    return buffer[slot["offset"]:slot["offset"] + slot["nbytes"]].view(DTYPES[slot["dtype"]]).view(slot["shape"])
+    return byte_view(buffer, slot["offset"], slot)
 
 
 # ---------------------------------------------------------------- socket ---

@@ -29,11 +29,13 @@ from kernelsweep.evaluator.workers.trees import plain, portable_leaves
 MAGIC = b"KSOUT1\n"
 ALIGN = 64
 MAX_HEADER = 1 << 24
-def _dtype_name(dtype: torch.dtype) -> str:
+
+
+def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-DTYPES = {_dtype_name(d): d for d in (
+DTYPES = {dtype_name(d): d for d in (
     torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex64, torch.complex128,
     torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)}
 
@@ -47,6 +49,13 @@ def _aligned(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
+def raw(leaves: list) -> bool:
+    """Plain leaves (trees.plain) whose tensors all have a dtype with a raw form
+    here (DTYPES): what goes into an output file raw, or crosses the device
+    buffer (devicehandoff.py)."""
+    return plain(leaves) and all(dtype_name(x.dtype) in DTYPES for x in leaves if isinstance(x, torch.Tensor))
+
+
 def _data_start(header_bytes: int) -> int:
     return _aligned(len(MAGIC) + 8 + header_bytes)
 
@@ -54,15 +63,14 @@ def _data_start(header_bytes: int) -> int:
 def save_output(output: dict[str, Any], path: str | os.PathLike) -> None:
     """Write {"structure", "leaves"} (leaves on any device) to PATH."""
     leaves = output["leaves"]
-    if not plain(leaves) or not all(_dtype_name(x.dtype) in DTYPES
-                                    for x in leaves if isinstance(x, torch.Tensor)):
+    if not raw(leaves):
         _save({"structure": output["structure"], "leaves": portable_leaves(leaves)}, str(path))
         return
     described, offset = [], 0
     for x in leaves:
         if isinstance(x, torch.Tensor):
             nbytes = x.numel() * x.element_size()
-            described.append({"dtype": _dtype_name(x.dtype), "shape": list(x.shape),
+            described.append({"dtype": dtype_name(x.dtype), "shape": list(x.shape),
                               "offset": offset, "nbytes": nbytes})
             offset += _aligned(nbytes)
         else:
@@ -78,7 +86,7 @@ def save_output(output: dict[str, Any], path: str | os.PathLike) -> None:
         mapped = _from_file(str(path), shared=True, size=start + offset, dtype=torch.uint8)
         for x, d in zip(leaves, described):
             if isinstance(x, torch.Tensor) and d["nbytes"]:
-                _view(mapped, start + d["offset"], d).copy_(x.detach())
+                byte_view(mapped, start + d["offset"], d).copy_(x.detach())
         del mapped  # unmapped: the bytes are in the file
 
 
@@ -115,14 +123,15 @@ def load_output(path: str | os.PathLike, device: torch.device | str = "cpu") -> 
         elif d["nbytes"] == 0:
             leaves.append(_empty(d["shape"], dtype=DTYPES[d["dtype"]], device=device))
         else:
-            source = _view(mapped, start + d["offset"], d)
+            source = byte_view(mapped, start + d["offset"], d)
             leaves.append(source.to(device, copy=True))
     del mapped
     return {"structure": header["structure"], "leaves": leaves}
 
 
-def _view(mapped: torch.Tensor, at: int, d: dict[str, Any]) -> torch.Tensor:
-    return mapped[at:at + d["nbytes"]].view(DTYPES[d["dtype"]]).view(d["shape"])
+def byte_view(buffer: torch.Tensor, at: int, d: dict[str, Any]) -> torch.Tensor:
+    """The tensor described by D ({dtype, shape, nbytes}) at byte AT of a uint8 buffer."""
+    return buffer[at:at + d["nbytes"]].view(DTYPES[d["dtype"]]).view(d["shape"])
 
 
 def _check_leaf(d: Any, data_bytes: int, path: str) -> None:
