@@ -167,20 +167,20 @@ def test_baselines_build_the_model_before_the_device_is_taken_and_hold_it_for_ev
 
 
 def test_the_candidate_builds_its_model_while_the_reference_computes_its_trials(build_dir, tmp_path):
-    """ModelNew is constructed while the reference runs its trials (each 0.6 s
+    """ModelNew is constructed while the reference runs its trials (each 1 s
     here), not after: its 2 s construction ends before the reference's ready,
     so the parent hardly waits for it; the weights it loads were all written."""
     from kernelsweep.evaluator import evaluate
 
     reference = tmp_path / "slow_trials.py"
     reference.write_text((REFERENCES / "add.py").read_text().replace(
-        "        return a + b", "        import time\n        time.sleep(0.6)\n        return a + b").replace(
+        "        return a + b", "        import time\n        time.sleep(1.0)\n        return a + b").replace(
         "        super().__init__()\n", "        super().__init__()\n        self.scale = nn.Parameter(torch.ones(64))\n"))
     candidate = tmp_path / "slow_init.py"
     candidate.write_text(
         "import time\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
         "    def __init__(self):\n        super().__init__()\n        self.scale = nn.Parameter(torch.zeros(64))\n"
-        "        time.sleep(2.0)\n\n    def forward(self, a, b):\n        time.sleep(0.6)  # as slow as the reference\n"
+        "        time.sleep(2.0)\n\n    def forward(self, a, b):\n        time.sleep(1.0)  # as slow as the reference\n"
         "        return torch.add(a, b)\n")
     r = evaluate(reference, candidate, device="cpu", trials=5, timing_trials=4, warmup=1, timeout_s=120.0,
                  build_dir=build_dir, log_dir=tmp_path / "logs", shape_variants=0)
