@@ -53,7 +53,7 @@ def run_baseline(reference: Path, *, device: str = "cuda", precision: str = "fp3
             "await_go": gpu_slots.late_claim()}
 
     def start(mode: str) -> _ModeWorker:
-        return _ModeWorker(lambda cwd: sandbox.Worker(
+        return _ModeWorker(mode, lambda cwd: sandbox.Worker(
             "kernelsweep.evaluator.workers.baseline", dict(base, mode=mode), log_path=logs / f"baseline-{mode}.log",
             cwd=cwd, env=env, run_limit_s=timeout_s, build_limit_s=timeout_s, label=mode))
 
@@ -87,16 +87,17 @@ def run_baseline(reference: Path, *, device: str = "cuda", precision: str = "fp3
 
 
 def _held(device_s: dict[str, float], mode: str) -> dict[str, float]:
-    """A mode's seconds from its "go" to its worker's exit and, before that,
-    waiting for it to be warm with the device held (late claim only)."""
-    return {k: device_s.pop(f"{k}_{mode}") for k in ("held", "ready_wait") if f"{k}_{mode}" in device_s}
+    """A mode's seconds holding the device (from its claim to its worker's
+    exit) and waiting for it while warm (late claim only)."""
+    return {k: device_s.pop(f"{k}_{mode}") for k in ("held", "slot_wait") if f"{k}_{mode}" in device_s}
 
 
 class _ModeWorker:
-    """One mode's worker and the scratch folder it runs in (removed with it)."""
+    """One mode's worker and the scratch folder it runs in (named after the
+    mode, removed with it)."""
 
-    def __init__(self, make: Callable[[Path], sandbox.Worker]):
-        self._tmp = tempfile.TemporaryDirectory(prefix="kernelsweep-baseline-")
+    def __init__(self, mode: str, make: Callable[[Path], sandbox.Worker]):
+        self._tmp = tempfile.TemporaryDirectory(prefix=f"kernelsweep-baseline-{mode}-")
         self.worker = make(Path(self._tmp.name)).start()
 
     def outcome(self) -> sandbox.Outcome:
@@ -109,10 +110,14 @@ class _ModeWorker:
 @contextmanager
 def _device_turn(modes: list[str], start: Callable[[str], _ModeWorker], task: str,
                  stage_s: dict[str, float]) -> Iterator[Iterator[tuple[str, sandbox.Outcome]]]:
-    """Yields (mode, outcome) in order. Under `gpu-slots run --late` the first
-    LOOKAHEAD + 1 workers import torch and build the model before the device
-    is taken, and each next one while the ones before time; the device is then
-    held from the first "go" to the last worker's end (seconds in `stage_s`).
+    """Yields (mode, outcome) in order. Under `gpu-slots run --late` each mode
+    takes the device only once its worker has imported torch (and the
+    compiler) and built the model, and gives it back when that worker has
+    exited: a compile mode's worker still importing the compiler when the
+    eager mode (~1 s) is done never holds the device idle, and another job may
+    time in between. The next LOOKAHEAD workers warm while a mode times.
+    `stage_s` gets the job's `warm` (to the first claim) and the sums of
+    `slot_wait` and `device_held`; each mode its own (`_held`).
     Elsewhere each worker runs in turn and the wrapper already holds the slot."""
     late = gpu_slots.late_claim()
     if not modes:
@@ -125,33 +130,32 @@ def _device_turn(modes: list[str], start: Callable[[str], _ModeWorker], task: st
 
     def start_ahead(i: int) -> None:
         """Workers started up to LOOKAHEAD modes past mode i: each imports torch
-        (and the compiler) and builds the model while the modes before it run.
-        One started only when the mode before gets the device was still
-        importing the compiler when an eager mode (~1 s) had finished."""
+        (and the compiler) and builds the model while the modes before it run."""
         while len(running) < min(len(modes), i + 1 + LOOKAHEAD):
             running.append(start(modes[len(running)]))
 
-    try:
+    def turns() -> Iterator[tuple[str, sandbox.Outcome]]:
         warming = time.monotonic()
         start_ahead(0)
-        running[0].worker.hello()
-
-        def turns() -> Iterator[tuple[str, sandbox.Outcome]]:
-            for i, mode in enumerate(modes):
-                current = running[i]
-                waiting = time.monotonic()
-                current.worker.hello()  # warm by now, as a rule: it started modes ago
-                start_ahead(i + 1)
-                went = time.monotonic()
+        for i, mode in enumerate(modes):
+            current = running[i]
+            current.worker.hello()  # False when it ended first: its outcome tells why
+            start_ahead(i + 1)
+            turn: dict[str, float] = {}
+            with gpu_slots.accounted_turn(f"baseline {task} {mode}", turn, warming):
                 current.worker.send("go")
-                outcome = current.outcome()
-                # Held from "go" to its exit; before it, held waiting for it to be warm.
-                stage_s[f"held_{mode}"] = round(time.monotonic() - went, 3)
-                stage_s[f"ready_wait_{mode}"] = round(went - waiting, 3)
-                yield mode, outcome
+                current.worker.wait()  # its scratch folder goes after the device is given back
+            outcome = current.outcome()
+            stage_s.setdefault("warm", turn["warm"])
+            for key in ("slot_wait", "device_held"):
+                stage_s[key] = round(stage_s.get(key, 0.0) + turn[key], 3)
+            stage_s[f"held_{mode}"] = turn["device_held"]
+            stage_s[f"slot_wait_{mode}"] = turn["slot_wait"]
+            warming = time.monotonic()
+            yield mode, outcome
 
-        with gpu_slots.accounted_turn(f"baseline {task}", stage_s, warming):
-            yield turns()
+    try:
+        yield turns()
     finally:
         for mode_worker in running:  # a failure of this process: no worker is left waiting for "go"
             mode_worker.worker.abort()
