@@ -88,6 +88,16 @@ def test_matmul_relu_counts_match_hand_count(matmul_profile):
     assert p["arithmetic_intensity"] == pytest.approx((2 * M * K * N + M * N) / p["bytes"]["compulsory"])
 
 
+def test_the_record_says_where_the_profiling_time_went(matmul_profile):
+    phases = matmul_profile["phase_s"]
+    for name in ("import reference", "Model(...).to(device)", "forward (warm-up)", "forward (timing)",
+                 "forward (torch.profiler)", "forward (FlopCounterMode)", "forward (byte counting)"):
+        assert phases[name] >= 0, (name, phases)
+    timed = sum(matmul_profile["time_per_forward_ms"]["samples"]) / 1e3
+    assert phases["forward (timing)"] >= timed, phases  # the timed forwards lie inside their phase
+    assert sum(phases.values()) <= matmul_profile["wall_s"], (phases, matmul_profile["wall_s"])
+
+
 def test_matmul_relu_self_times_without_double_counting(matmul_profile):
     p = matmul_profile
     ops = {o["name"]: o for o in p["top_operators"]}

@@ -30,19 +30,25 @@ class PhaseError(Exception):
 
 class Phases:
     """Names the step that failed, so the error record says 'forward (warm-up)
-    raised ValueError' rather than just a traceback."""
+    raised ValueError' rather than just a traceback; and adds up each step's
+    seconds (`seconds`, by name), which say where a held device's time went."""
 
     def __init__(self):
         self.name = "start"
+        self.seconds: dict[str, float] = {}
+        self._since = 0.0
 
     def __call__(self, name: str) -> "Phases":
         self.name = name
         return self
 
     def __enter__(self):
+        self._since = time.perf_counter()
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        spent = time.perf_counter() - self._since
+        self.seconds[self.name] = round(self.seconds.get(self.name, 0.0) + spent, 3)
         if exc is not None and not isinstance(exc, PhaseError):
             raise PhaseError(self.name, exc) from exc
         return False
@@ -182,6 +188,7 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
         "profile": ops,
         "flops": flops,
         "traffic": traffic,
+        "phase_s": phase.seconds,
     }
 
 

@@ -41,6 +41,7 @@ def build(identity: dict[str, Any], raw: dict[str, Any], peak_flops: float | Non
         "cuda": raw["cuda"],
         "python": raw["python"],
         "time_per_forward_ms": raw["time_per_forward_ms"],
+        "phase_s": raw.get("phase_s"),
         "time_basis": prof["time_basis"],
         "total_self_time_us": prof["total_self_time_us"],
         "top_operators": top,
