@@ -94,7 +94,7 @@ def test_the_record_says_where_the_profiling_time_went(matmul_profile):
                  "forward (torch.profiler)", "forward (FlopCounterMode)", "forward (byte counting)"):
         assert phases[name] >= 0, (name, phases)
     timed = sum(matmul_profile["time_per_forward_ms"]["samples"]) / 1e3
-    assert phases["forward (timing)"] >= timed, phases  # the timed forwards lie inside their phase
+    assert phases["forward (timing)"] >= timed - 0.001, phases  # the timed forwards lie inside their phase (ms rounding)
     assert sum(phases.values()) <= matmul_profile["wall_s"], (phases, matmul_profile["wall_s"])
 
 

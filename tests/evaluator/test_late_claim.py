@@ -152,10 +152,9 @@ def test_baselines_build_the_model_before_the_device_is_taken_and_take_it_for_ea
     assert built.read_text().count("constructed") == 2  # one Model per timed mode, none for the skipped one
     stages = r["stage_s"]
     assert stages["slot_wait"] > 0.5 and stages["warm"] > 0 and stages["device_held"] > 0, stages
-    # Both timed modes ran on the held device: the failing one spent most of its 20 s limit there
-    # (all but its start-up and its wait for eager's turn, which count toward the limit).
-    assert stages["device_held"] >= 15.0, stages
-    assert modes["inductor-default"]["stage_s"]["held"] >= 10.0, modes["inductor-default"]
+    # Both timed modes ran on the held device: the failing one until its 20 s limit, less its start-up
+    # (the compiler's imports and compile workers) and its wait for eager's turn, which count toward it.
+    assert modes["inductor-default"]["stage_s"]["held"] >= 5.0, modes["inductor-default"]
     eager = modes["eager"]["stage_s"]
     assert {"device", "inputs", "timing", "held", "slot_wait"} <= set(eager), eager
     assert eager["device"] + eager["inputs"] + eager["timing"] <= eager["held"] <= stages["device_held"], eager
