@@ -38,14 +38,16 @@ def prepare(ctx: frame.WorkerContext) -> Any:
         ctx.phase("import compiler")  # a second or two of imports, not on the held device
         import torch._dynamo  # noqa: F401
         import torch._inductor.compile_fx  # noqa: F401
-        _start_compile_workers()
+        if cfg.get("await_go"):  # else the device is already held: inductor starts them beside its compile
+            _start_compile_workers()
     return ref, model
 
 
 def _start_compile_workers() -> None:
     """Inductor starts its pool of compile processes at the first compile, on
-    the held device; started and waited for here they cost host time only
-    (H200, L2-006: the first compiled call 4.5 s instead of 6.3 s)."""
+    the held device; started and waited for before the late claim they cost
+    host time only (H200, L2-006: the first compiled call 4.5 s instead of
+    6.3 s; the wait itself ~8 s)."""
     try:
         from torch._inductor.async_compile import AsyncCompile
         AsyncCompile.warm_pool()
