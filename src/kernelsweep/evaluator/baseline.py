@@ -60,8 +60,7 @@ def run_baseline(reference: Path, *, device: str = "cuda", precision: str = "fp3
     info: dict[str, Any] = {}
     device_s: dict[str, float] = {}
     with _device_turn(timed, start, task or reference.stem, device_s) as outcomes:
-        for mode, outcome in outcomes:
-            held = _held(device_s, mode)
+        for mode, outcome, held in outcomes:
             failure = classify.classify_outcome(outcome)
             if failure is not None:
                 results[mode] = {"status": "failed", "runtime_ms": None, "error": failure.message,
@@ -86,12 +85,6 @@ def run_baseline(reference: Path, *, device: str = "cuda", precision: str = "fp3
     }
 
 
-def _held(device_s: dict[str, float], mode: str) -> dict[str, float]:
-    """A mode's seconds holding the device (from its claim to its worker's
-    exit) and waiting for it while warm (late claim only)."""
-    return {k: device_s.pop(f"{k}_{mode}") for k in ("held", "slot_wait") if f"{k}_{mode}" in device_s}
-
-
 class _ModeWorker:
     """One mode's worker and the scratch folder it runs in (named after the
     mode, removed with it)."""
@@ -109,22 +102,23 @@ class _ModeWorker:
 
 @contextmanager
 def _device_turn(modes: list[str], start: Callable[[str], _ModeWorker], task: str,
-                 stage_s: dict[str, float]) -> Iterator[Iterator[tuple[str, sandbox.Outcome]]]:
-    """Yields (mode, outcome) in order. Under `gpu-slots run --late` each mode
+                 stage_s: dict[str, float]) -> Iterator[Iterator[tuple[str, sandbox.Outcome, dict[str, float]]]]:
+    """Yields (mode, outcome, the mode's device seconds) in order. Under `gpu-slots run --late` each mode
     takes the device only once its worker has imported torch (and the
     compiler) and built the model, and gives it back when that worker has
     exited: a compile mode's worker still importing the compiler when the
     eager mode (~1 s) is done never holds the device idle, and another job may
     time in between. The next LOOKAHEAD workers warm while a mode times.
     `stage_s` gets the job's `warm` (to the first claim) and the sums of
-    `slot_wait` and `device_held`; each mode its own (`_held`).
-    Elsewhere each worker runs in turn and the wrapper already holds the slot."""
+    `slot_wait` and `device_held`; each mode its own `held` (from its claim to
+    its worker's exit) and `slot_wait`. Elsewhere each worker runs in turn,
+    the wrapper already holds the slot, and a mode's device seconds are {}."""
     late = gpu_slots.late_claim()
     if not modes:
         yield iter(())
         return
     if not late:
-        yield ((mode, start(mode).outcome()) for mode in modes)
+        yield ((mode, start(mode).outcome(), {}) for mode in modes)
         return
     running: list[_ModeWorker] = []
 
@@ -134,7 +128,7 @@ def _device_turn(modes: list[str], start: Callable[[str], _ModeWorker], task: st
         while len(running) < min(len(modes), i + 1 + LOOKAHEAD):
             running.append(start(modes[len(running)]))
 
-    def turns() -> Iterator[tuple[str, sandbox.Outcome]]:
+    def turns() -> Iterator[tuple[str, sandbox.Outcome, dict[str, float]]]:
         warming = time.monotonic()
         start_ahead(0)
         for i, mode in enumerate(modes):
@@ -149,10 +143,8 @@ def _device_turn(modes: list[str], start: Callable[[str], _ModeWorker], task: st
             stage_s.setdefault("warm", turn["warm"])
             for key in ("slot_wait", "device_held"):
                 stage_s[key] = round(stage_s.get(key, 0.0) + turn[key], 3)
-            stage_s[f"held_{mode}"] = turn["device_held"]
-            stage_s[f"slot_wait_{mode}"] = turn["slot_wait"]
             warming = time.monotonic()
-            yield mode, outcome
+            yield mode, outcome, {"held": turn["device_held"], "slot_wait": turn["slot_wait"]}
 
     try:
         yield turns()
