@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from evaluator_paths import CPU, REFERENCES
 
 from kernelsweep import gpu_slots
@@ -278,3 +279,109 @@ def test_the_device_is_taken_only_once_the_reference_is_built(build_dir, tmp_pat
     stages = r["stage_s"]
     assert stages["warm"] >= 4.0, stages
     assert stages["warm"] + stages["slot_wait"] + stages["device_held"] <= stages["reference"] + 0.5, stages
+
+
+def _late(tmp_path, monkeypatch, *, held: bool) -> int | None:
+    """The late claim on the CPU target; the device's lock held by the test
+    (as the job before would hold it while timing) when `held`."""
+    lock = tmp_path / "slots" / "gpu0.lock"
+    monkeypatch.setenv(gpu_slots.ENV_TIMING_LOCK, str(lock))
+    monkeypatch.setenv(gpu_slots.ENV_SLOT, "0")
+    holder = _hold(lock)
+    if held:
+        return holder
+    os.close(holder)
+    return None
+
+
+def _evaluate(candidate, tmp_path, build_dir, reference=REFERENCES / "add.py"):
+    from kernelsweep.evaluator import evaluate
+
+    return evaluate(reference, candidate, device="cpu", trials=2, timing_trials=4, warmup=1, timeout_s=120.0,
+                    build_dir=build_dir, log_dir=tmp_path / "logs", shape_variants=0)
+
+
+FAILS_ON_THE_HOST = {
+    "import": "import torch\nimport torch.nn as nn\n\nWIDTH = in_features * 2\n\n\nclass ModelNew(nn.Module):\n"
+              "    def forward(self, a, b):\n        return a + b\n",
+    "construct": "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n"
+                 "        super().__init__()\n        self.act = torch.autograd.Function.apply\n"
+                 "        nn.Sequential(self.act)\n\n    def forward(self, a, b):\n        return a + b\n",
+}
+
+
+@pytest.mark.parametrize("where", sorted(FAILS_ON_THE_HOST))
+def test_a_candidate_failing_on_the_host_gets_its_verdict_without_the_device(where, build_dir, tmp_path,
+                                                                              monkeypatch):
+    """A candidate whose import or ModelNew construction fails (most of a 7B
+    model's do) is judged while the job before still holds the device, with
+    the verdict it gets without the late claim."""
+    candidate = tmp_path / f"fails_at_{where}.py"
+    candidate.write_text(FAILS_ON_THE_HOST[where])
+    monkeypatch.delenv(gpu_slots.ENV_TIMING_LOCK, raising=False)
+    plain = _evaluate(candidate, tmp_path, build_dir)
+    holder = _late(tmp_path, monkeypatch, held=True)
+    try:
+        late = _evaluate(candidate, tmp_path, build_dir)  # returns with the device's lock still held
+    finally:
+        os.close(holder)
+    assert plain["category"] not in SUCCESS_CATEGORIES and plain["error"]["phase"] == where, plain["error"]
+    assert (late["category"], late["error"]["type"], late["error"]["phase"]) == \
+        (plain["category"], plain["error"]["type"], plain["error"]["phase"]), (late["error"], plain["error"])
+    assert late["stage_s"]["device_held"] == 0 and late["stage_s"]["slot_wait"] == 0, late["stage_s"]
+
+
+def test_the_candidate_builds_its_model_before_the_device_is_taken(build_dir, tmp_path, monkeypatch):
+    """ModelNew's 3 s construction (L3-002's: 14-19 s) happens while the
+    evaluation warms up, so the device is never held for it."""
+    candidate = tmp_path / "slow_init.py"
+    candidate.write_text(
+        "import time\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        time.sleep(3.0)\n\n"
+        "    def forward(self, a, b):\n        return torch.add(a, b)\n")
+    _late(tmp_path, monkeypatch, held=False)
+    r = _evaluate(candidate, tmp_path, build_dir)
+    assert r["category"] == "no_custom_kernel", (r["category"], r["error"])
+    stages = r["stage_s"]
+    assert stages["warm"] >= 3.0 and stages["construct"] < 1.0, stages
+
+
+GATE_HOLD_S = 12.0
+STARTS_CUDA_AT_IMPORT = """
+import time
+import torch
+import torch.nn as nn
+
+_started = time.monotonic()
+try:
+    torch.zeros(1, device="cuda")
+except Exception:  # a CPU-only torch: the attempt is what the gate holds back
+    pass
+WAITED = time.monotonic() - _started
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        return a + b if WAITED >= 2.0 else a - b  # right only if the attempt waited for the device
+"""
+
+
+def test_candidate_code_starting_cuda_before_the_device_is_taken_waits_for_it(build_dir, tmp_path, monkeypatch):
+    """The device gate: a candidate touching CUDA at import, while the job
+    before holds the device, is held back until the device is taken (then it
+    runs on), and the evaluation does not wait for its import to take it."""
+    candidate = tmp_path / "cuda_at_import.py"
+    candidate.write_text(STARTS_CUDA_AT_IMPORT)
+    holder = _late(tmp_path, monkeypatch, held=True)
+    outcome: dict = {}
+    job = threading.Thread(target=lambda: outcome.update(record=_evaluate(candidate, tmp_path, build_dir)))
+    job.start()
+    try:
+        time.sleep(GATE_HOLD_S)
+        assert job.is_alive(), outcome
+    finally:
+        os.close(holder)
+    job.join(600)
+    r = outcome["record"]
+    assert r["category"] == "no_custom_kernel", (r["category"], r["error"])
+    assert r["stage_s"]["slot_wait"] > 2.0, r["stage_s"]  # it said hello while its import waited at the gate

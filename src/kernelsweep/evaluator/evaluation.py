@@ -244,13 +244,20 @@ class Evaluation:
             failure = classify.Failure("runtime_error", "NoResult", "the candidate's worker ended without a result")
         if failure.category == "harness":
             raise HarnessError(f"the build toolchain is not usable: {failure.message}", log=outcome.log)
-        if (failure.details.get("phase") or "start") in ("start", "device") and failure.category != "timeout":
+        phase = failure.details.get("phase") or "start"
+        if phase == "start" and failure.category != "timeout":
             raise HarnessError(f"the candidate's worker failed before the candidate was loaded: "
                                f"{failure.message}", log=outcome.log)
         if failure.category in ("hallucinated_api", "compile_error") and failure.type in ("BuildError", "LoadError"):
             self.record["compiled"] = False
-        if failure.category in ("crash", "out_of_memory", "timeout") and self.cfg.device == "cuda":
+        # The worker takes the device after the candidate's import (workers/candidate.py): a failure
+        # there is the candidate's (it may have patched what the setup calls) unless the GPU is lost.
+        if self.cfg.device == "cuda" and (failure.category in ("crash", "out_of_memory", "timeout")
+                                          or phase == "device"):
             problem = devices.device_unusable()
+            if problem and phase == "device":
+                raise HarnessError(f"the candidate's worker could not set up the GPU ({failure.message}), nor can "
+                                   f"a fresh process ({problem})", log=outcome.log)
             if problem:  # the GPU, not the candidate: no verdict, the job fails and a rerun retries
                 raise HarnessError(f"the GPU is unusable after this evaluation ({problem}); "
                                    f"the candidate's {failure.category} is not recorded", log=outcome.log)
@@ -313,7 +320,7 @@ class Evaluation:
         finally:
             for end in pair or ():
                 end.close()  # each worker has its own end now
-        with self._device_turn(ref, cand):
+        with self._device_turn(work, ref, cand):
             try:
                 return self._correctness(work, ref, cand, time.monotonic() if late else started)
             finally:
@@ -330,17 +337,25 @@ class Evaluation:
                             self._finish("cheat", self._cheat_error(outcome.log))
 
     @contextmanager
-    def _device_turn(self, ref: Worker, cand: Worker) -> Iterator[None]:
-        """Under `gpu-slots run --late`: both workers import torch while the
-        job before this one still times; the device is taken once they are
-        warm, and held until they have exited. Elsewhere the wrapper already
-        holds the slot: nothing to wait for."""
+    def _device_turn(self, work: Path, ref: Worker, cand: Worker) -> Iterator[None]:
+        """Under `gpu-slots run --late`: both workers prepare on the host while
+        the job before this one still times (the reference builds Model; the
+        candidate is imported and, once the reference's weights are saved,
+        builds ModelNew); the device is taken once both are warm and held until
+        they have exited. A candidate that failed on the host needs no device:
+        its failure is the verdict. Elsewhere the wrapper already holds the
+        slot: nothing to wait for."""
         if not gpu_slots.late_claim():
             yield
             return
         warming = time.monotonic()
-        for w in (ref, cand):
-            w.hello()  # False when it ended first: its failure shows at its reply to setup
+        ref.hello()  # False when it ended first: its failure shows at its reply to setup
+        fileio.write_atomic(work / "shared" / settings.REFERENCE_PREPARED, str(ref.prepared))
+        if not cand.hello() or cand.prepared == "failed":
+            self.stage_s.update(warm=round(time.monotonic() - warming, 3), slot_wait=0.0, device_held=0.0)
+            cand.send("go")  # its failure comes back as its reply to setup; the reference is not needed
+            yield
+            return
         with gpu_slots.accounted_turn(f"evaluate {self.candidate}", self.stage_s, warming):
             for w in (ref, cand):
                 w.send("go")
@@ -640,6 +655,10 @@ class Evaluation:
         self.record.setdefault("timing", {})["block_calls"] = size
         timed = seeds[cfg.warmup:]
         blocks = [timed[i:i + size] for i in range(0, len(timed), size)]
+        # The candidate's clock flushes as much cache as the reference's (from the reference's account).
+        step = cand.request("clock", cache_bytes=self.device_info.get("llc_bytes") or self.device_info.get("l2_bytes"))
+        if not step or step.get("status") != "ok":
+            return self._candidate_stopped(cand, step)
         for i in range(0, cfg.warmup, size):  # in blocks too: 10 sets of 8 GiB inputs at once do not fit
             with self._spent("timing_warmup"):
                 r_warm, c_warm = self._both(ref, cand, "warmup", seeds=seeds[i:min(i + size, cfg.warmup)])

@@ -160,6 +160,7 @@ class Worker:
         self._replies: dict[int, dict] = {}
         self._results = 0
         self._hello = False
+        self.prepared: str | None = None  # what its hello said of its host-side preparation (frame._Warm)
         self._seq = 0
         self._changed = threading.Condition(self._lock)
         self._inner_pid: int | None = None
@@ -287,6 +288,7 @@ class Worker:
                 self._changed.notify_all()
             elif kind == "hello":
                 self._hello = True
+                self.prepared = str(msg.get("prepared"))
                 if self._idle_since is None:  # waiting for "go" is not run time
                     self._idle_since = now
                 self._changed.notify_all()

@@ -57,6 +57,12 @@ REPORT_CAP_BYTES = 16 << 20
 
 DEFAULT_CUDA_ARCH = "9.0"
 
+# Under the late claim the parent writes this file into an evaluation's shared
+# folder once the reference's worker said hello: "prepared" when the init
+# inputs and weights are saved there (the candidate's worker then builds
+# ModelNew from them before the device is taken), anything else when not.
+REFERENCE_PREPARED = "reference-prepared"
+
 
 def default_build_dir() -> Path:
     env = os.environ.get("KERNELSWEEP_BUILD_DIR")

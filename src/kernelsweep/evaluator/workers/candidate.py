@@ -2,12 +2,14 @@
 command by the parent. Its process never sees the reference's outputs, the
 evaluation's secret seeds before it is given them, or any other worker.
 
-Setup: the device, the build hooks (builds go to the candidate's own build
-directory; every extension module comes back through the perturber), the
-guard snapshot, then the candidate module is imported (building what it
-builds). Commands:
+Preparation, on the host (before the device is taken, under the late claim):
+the build hooks (builds go to the candidate's own build directory; every
+extension module comes back through the perturber), the guard snapshot, the
+candidate module imported (loading what it built), and under the late claim
+ModelNew built. Setup, once the device is the worker's: the device. Commands:
 - construct: ModelNew from the reference's init inputs and weights (files
-  in the shared, read-only directory), under the same seed as Model;
+  in the shared, read-only directory), under the same seed as Model, moved to
+  the device (built already when the preparation built it);
 - trials: one call per secret seed, inputs made here on the device from the
   reference's get_inputs; outputs saved for the parent, with the dynamic
   signals (inputs mutated or aliased, an output reused, changed after
@@ -16,6 +18,7 @@ builds). Commands:
 - variant: one call on a shape variant (kernelsweep.shapes): the reference
   module executed with the variant's size constants, ModelNew built from the
   variant's init inputs and weights; the task-shape model stays the timed one;
+- clock: the timing clock, its cache flush sized as the reference's;
 - warmup / block / save: warm-up calls, timed blocks (inputs made from the
   block's secret seeds first, each output cloned right after its end event;
   the parent picks which to check only after the block), and the chosen
@@ -34,6 +37,7 @@ from typing import Any
 import torch
 
 from kernelsweep import taskcode
+from kernelsweep.evaluator import settings
 from kernelsweep.evaluator.workers import (devicehandoff, frame, guard, kernels, machine, mathmodes, outputfiles,
                                           seeding, trees)
 from kernelsweep.evaluator.workers.buildhooks import BuildHooks
@@ -87,15 +91,18 @@ def check_call(fn: Any, args: list, what: str) -> None:
             f"{what} does not accept the reference's {len(args)} argument(s): {exc}") from None
 
 
-def setup(ctx: frame.WorkerContext) -> State:
+def prepare(ctx: frame.WorkerContext) -> State:
+    """The host side of the setup: the build hooks, the guard's snapshot, the
+    candidate imported (loading what the compile step built), and, under the
+    late claim, ModelNew built on the host from the reference's init inputs
+    and weights. It runs before the device is taken (frame: behind the device
+    gate, so candidate code that starts CUDA waits for the device), so neither
+    a slow import nor a big model's construction (L3-002: 2 G parameters)
+    holds the device, and a candidate failing here needs no device at all."""
     cfg = ctx.config
     s = State()
     s.private, s.shared = Path(cfg["private_dir"]), Path(cfg["shared_dir"])
     s.precision = cfg["precision"]
-    ctx.phase("device")
-    s.device = machine.resolve_device(cfg["device"])
-    info = machine.device_info(s.device)
-    s.clock = Clock(s.device, info.get("llc_bytes") or info.get("l2_bytes"))
     s.perturber = Perturber()
     ctx.hooks = BuildHooks(cfg["build_root"], ctx.channel, cfg.get("cuda_arch"), s.perturber).install()
     s.guard = guard.Guard()
@@ -109,21 +116,48 @@ def setup(ctx: frame.WorkerContext) -> State:
     # The reference is loaded only for get_inputs, after the candidate: what
     # the candidate changed can only spoil its own inputs.
     s.ref = taskcode.load_module(cfg["reference"], "kernelsweep_reference_inputs", register=False)
+    s.on_host = _build_ahead(ctx, s) if cfg.get("await_go") else None
+    return s
+
+
+def _build_ahead(ctx: frame.WorkerContext, s: State) -> tuple[Any, int] | None:
+    """ModelNew built on the host once the parent says the reference's init
+    inputs and weights are saved (the reference's preparation ended); None
+    when they will not be (construct builds it then, as without the late claim)."""
+    marker = s.shared / settings.REFERENCE_PREPARED
+    while not marker.exists():
+        time.sleep(0.02)
+    if marker.read_text() != "prepared":
+        return None
+    ctx.phase("construct")
+    return _build_on_host(ctx, s, "init.pt", "state.pt")
+
+
+def setup(ctx: frame.WorkerContext, s: State) -> State:
+    """The device's side, once it is ours. Candidate code has run already: the
+    clock's primitives were captured at import (workers/clock.py), and its
+    cache flush is sized from the reference's account of the device (clock)."""
+    ctx.phase("device")
+    s.device = machine.resolve_device(ctx.config["device"])
+    s.clock = None
     s.ready = {"imported": True, **ctx.extras()}
     s.alive: list[list[torch.Tensor]] = []
     s.reduced: set[str] = set()
     s.kept: list[Any] = []
-    s.handoff_fd = cfg.get("handoff_fd")  # the socket the reference's buffer comes through (_borrow)
+    s.handoff_fd = ctx.config.get("handoff_fd")  # the socket the reference's buffer comes through (_borrow)
     return s
 
 
 def construct(ctx: frame.WorkerContext, s: State) -> dict[str, Any]:
-    s.model, copied = _build(ctx, s, "init.pt", "state.pt")
+    built, s.on_host = s.on_host, None
+    model, copied = built if built is not None else _build_on_host(ctx, s, "init.pt", "state.pt")
+    s.model = _to_device(s, model)
     return {"state_copied": copied}
 
 
-def _build(ctx: frame.WorkerContext, s: State, init_file: str, state_file: str) -> tuple[Any, int]:
-    """ModelNew from the reference's init inputs and weights (shared files)."""
+def _build_on_host(ctx: frame.WorkerContext, s: State, init_file: str, state_file: str) -> tuple[Any, int]:
+    """ModelNew from the reference's init inputs and weights (shared files),
+    on the host, under the same seed as Model; and how many weights it took."""
     init = trees.load(s.shared / init_file)
     state = trees.load(s.shared / state_file)
     check_call(s.model_cls, init, "ModelNew(...)")
@@ -133,10 +167,14 @@ def _build(ctx: frame.WorkerContext, s: State, init_file: str, state_file: str) 
     matched = {k: v for k, v in state.items() if k in own and tuple(own[k].shape) == tuple(v.shape)}
     if matched:
         model.load_state_dict(matched, strict=False)
+    return model, len(matched)
+
+
+def _to_device(s: State, model: Any) -> Any:
     model = model.to(s.device)
     if s.precision != "fp32":
         model = model.to(seeding.DTYPES[s.precision])
-    return model, len(matched)
+    return model
 
 
 def _call_checked(s: State, inputs: list, seed: int, armed: bool,
@@ -249,7 +287,7 @@ def variant(ctx: frame.WorkerContext, s: State, name: str, constants: dict[str, 
     The task-shape model (the one timed) is kept as it was."""
     module = taskcode.load_module(ctx.config["reference"], f"kernelsweep_reference_inputs_{name}",
                                   register=False, constants=constants)
-    model, _ = _build(ctx, s, f"{name}_init.pt", f"{name}_state.pt")
+    model = _to_device(s, _build_on_host(ctx, s, f"{name}_init.pt", f"{name}_state.pt")[0])
     with torch.no_grad():
         inputs = seeding.make_inputs(module, seed, s.precision, s.device)
         saved, signals = _call_checked(s, inputs, seed, False, model=model)
@@ -257,6 +295,13 @@ def variant(ctx: frame.WorkerContext, s: State, name: str, constants: dict[str, 
     del model, inputs, saved
     s.alive.pop()  # its output is gone with it
     return dict(signals, name=name, file=f"{name}.pt")
+
+
+def clock(ctx: frame.WorkerContext, s: State, cache_bytes: int | None) -> dict[str, Any]:
+    """The timing clock, its cache flush sized from the reference's account
+    of the device (this process ran candidate code before it could ask)."""
+    s.clock = Clock(s.device, cache_bytes)
+    return {"flush_bytes": s.clock.flush_bytes}
 
 
 def warmup(ctx: frame.WorkerContext, s: State, seeds: list[int]) -> dict[str, Any]:
@@ -335,5 +380,5 @@ def report(ctx: frame.WorkerContext, s: State, observe: bool) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    frame.serve(setup, {"construct": construct, "trials": trials, "variant": variant, "warmup": warmup, "block": block,
-                        "save": save, "report": report})
+    frame.serve(setup, {"construct": construct, "trials": trials, "variant": variant, "clock": clock,
+                        "warmup": warmup, "block": block, "save": save, "report": report}, prepare=prepare)

@@ -12,7 +12,8 @@ end event; `synchronized=True` measures the old way (synchronize the whole
 device before the end event), which the harness uses on sentinel calls to
 find such work and, when it is found, for the whole timing of both sides.
 On the CPU the same protocol runs with time.perf_counter_ns. All primitives
-are captured when the Clock is built, before any candidate code runs."""
+are captured when this module is imported, before any candidate code runs
+(the candidate's worker builds its Clock after the candidate's import)."""
 
 from __future__ import annotations
 
@@ -22,18 +23,25 @@ from typing import Any, Callable
 import torch
 
 _MIB = 1 << 20
+_NS = time.perf_counter_ns
+_EVENT = torch.cuda.Event
+_RECORD = torch.cuda.Event.record
+_ELAPSED = torch.cuda.Event.elapsed_time
+_SYNC = torch.cuda.synchronize
+_EMPTY = torch.empty
+_FILL = torch.Tensor.fill_
 
 
 class Clock:
     def __init__(self, device: torch.device, cache_bytes: int | None):
         self.device = device
-        self._ns = time.perf_counter_ns
+        self._ns = _NS
         self._cuda = device.type == "cuda"
         if self._cuda:
-            self._Event = torch.cuda.Event
-            self._record = torch.cuda.Event.record
-            self._elapsed = torch.cuda.Event.elapsed_time
-            self._sync = torch.cuda.synchronize
+            self._Event = _EVENT
+            self._record = _RECORD
+            self._elapsed = _ELAPSED
+            self._sync = _SYNC
             flush = max(4 * (cache_bytes or 50 * _MIB), 256 * _MIB)
         else:
             # Twice the cache, within bounds: some hosts report a last-level
@@ -41,12 +49,12 @@ class Clock:
             # than the calls being timed.
             flush = min(max(2 * (cache_bytes or 32 * _MIB), 16 * _MIB), 64 * _MIB)
         self.flush_bytes = flush
-        self._buffer = torch.empty(flush, dtype=torch.uint8, device=device)
+        self._buffer = _EMPTY(flush, dtype=torch.uint8, device=device)
         self._value = 0
 
     def flush(self) -> None:
         self._value ^= 1
-        self._buffer.fill_(self._value)
+        _FILL(self._buffer, self._value)
 
     def sync(self) -> None:
         if self._cuda:

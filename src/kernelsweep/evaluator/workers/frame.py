@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 from contextlib import contextmanager
@@ -57,11 +58,13 @@ class Channel:
         control = config.pop("control_fd", None)
         self._control = int(control) if control is not None else None
         self._buf = b""
+        self._sending = threading.Lock()  # "hello" may go up from another thread (_Warm)
 
     def send(self, kind: str, **payload: Any) -> None:
         data = (_dumps({"nonce": self._nonce, "kind": kind, **payload}, default=str) + "\n").encode("utf-8")
-        while data:
-            data = data[_write(self._fd, data):]
+        with self._sending:
+            while data:
+                data = data[_write(self._fd, data):]
 
     def phase(self, name: str) -> None:
         self.send("phase", phase=name, t=_monotonic())
@@ -131,27 +134,60 @@ def _start() -> WorkerContext | None:
     return ctx
 
 
+class _Warm:
+    """Under `await_go`: says "hello" once the host-side preparation has ended
+    (`prepared` or `failed`) or is waiting at the device gate for the device
+    (`waiting`), then waits for "go" and opens the gate; leaves quietly when the
+    parent ends instead. A thread of its own, so that code waiting at the gate
+    (on the main thread) does not keep the parent from handing over the device."""
+
+    def __init__(self, ctx: WorkerContext, gate: Any):
+        self._ctx, self._gate = ctx, gate
+        self._status: str | None = None
+        self._ready = threading.Event()
+        gate.on_wait = lambda: self.ready("waiting")
+        threading.Thread(target=self._hello_then_go, name="kernelsweep-go", daemon=True).start()
+
+    def ready(self, status: str) -> None:
+        if self._status is None:
+            self._status = status
+            self._ready.set()
+
+    def _hello_then_go(self) -> None:
+        self._ready.wait()
+        self._ctx.channel.send("hello", prepared=self._status)
+        command = self._ctx.channel.next_command()
+        if command is None or command.get("op") != "go":
+            finish(0)
+        self._gate.open()
+
+
 def _prepared_before_go(ctx: WorkerContext, prepare: Callable[[WorkerContext], Any] | None) -> Any:
     """Without `await_go`: prepare(ctx) now. With it: prepare on a few threads
-    (the job before may still time beside it), then say "hello" (warm: the
-    parent takes the device only now, so a model built on the host, 20 s for
-    L3-002's, never holds it), wait for "go" (leave quietly if the parent ends
-    instead) and only then return the state or raise what prepare raised, so a
-    failure is reported once the device is ours."""
+    (the job before may still time beside it) behind the device gate
+    (workers/devicegate.py: what starts CUDA waits for "go"); say "hello"
+    once it has ended or waits for the device, so the parent takes the device
+    only then (a model built on the host, 20 s for L3-002's, never holds it);
+    after "go" return the state or raise what prepare raised, so a failure is
+    reported once the device is ours (the parent need not take it for that:
+    the hello said `failed`)."""
     if not ctx.config.get("await_go"):
         return prepare(ctx) if prepare is not None else None
+    from kernelsweep.evaluator.workers.devicegate import DeviceGate
+
+    gate = DeviceGate().install()
+    warm = _Warm(ctx, gate)
     prepared: Any = None
     early_failure: BaseException | None = None
-    if prepare is not None:
-        try:
+    try:
+        if prepare is not None:
             with _few_threads():
                 prepared = prepare(ctx)
-        except BaseException as exc:  # noqa: BLE001 - reported after "go"
-            early_failure = exc
-    ctx.channel.send("hello")
-    command = ctx.channel.next_command()
-    if command is None or command.get("op") != "go":
-        finish(0)
+        warm.ready("prepared")
+    except BaseException as exc:  # noqa: BLE001 - reported after "go"
+        early_failure = exc
+        warm.ready("failed")
+    gate.wait_open()
     if early_failure is not None:
         raise early_failure
     return prepared
@@ -195,10 +231,10 @@ def serve(setup: Callable[..., Any], commands: dict[str, Callable[..., dict[str,
     With `await_go` in the config the worker first says "hello" (torch is
     imported, nothing touched the device yet) and waits for "go": the parent
     sends it once it holds the device (gpu_slots.timing_slot).
-    `prepare(ctx)`, where given, is the host-only part of the setup (it must not
-    touch the device): it runs before "hello", on a few threads (the job
-    before may be timing beside it), and its state is passed on as
-    `setup(ctx, state)`; its failure is answered as reply 0, after "go"."""
+    `prepare(ctx)`, where given, is the host-side part of the setup: it runs
+    before "hello", on a few threads (the job before may be timing beside it),
+    behind the device gate, and its state is passed on as `setup(ctx, state)`;
+    its failure is answered as reply 0, after "go"."""
     ctx = _start()
     seq = 0
     try:
