@@ -141,7 +141,7 @@ def run_late(pairs: list[tuple[Path, Path]], args: argparse.Namespace) -> dict:
         proc = subprocess.run(cmd, capture_output=True, text=True)
         r = json.loads(out.read_text()) if out.is_file() else {"category": f"exit {proc.returncode}"}
         row = {"candidate": cand.name, "category": r.get("category"), "compile_s": compile_s.get(cand.name, 0.0),
-                "device_held_s": round(r.get("gpu_s") or r.get("wall_s") or 0.0, 2),
+                "device_held_s": round(r["gpu_s"] if r.get("gpu_s") is not None else r.get("wall_s") or 0.0, 2),
                 "eval_wall_s": round(time.monotonic() - t, 2), "stage_s": r.get("stage_s"),
                 "output_handoff": (r.get("provenance") or {}).get("output_handoff"),
                 "runtime_ms": (r.get("runtime_ms") or {}).get("median"), "speedup": r.get("speedup")}
@@ -181,7 +181,7 @@ def run_mode(mode: str, pairs: list[tuple[Path, Path]], args: argparse.Namespace
         except HarnessError as exc:  # reported as a row; the other candidates still run
             print(f"{cand.name}: harness error: {exc}", file=sys.stderr)
             r = {"category": "harness_error", "compile_s": 0.0, "wall_s": time.monotonic() - t}
-        held = r.get("gpu_s") or r["wall_s"]
+        held = r["gpu_s"] if r.get("gpu_s") is not None else r["wall_s"]
         rows.append({
             "candidate": cand.name, "category": r["category"],
             "compile_s": compile_s.get(cand.name, r["compile_s"]) if mode == "pool" else r["compile_s"],
