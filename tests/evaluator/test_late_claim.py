@@ -385,3 +385,44 @@ def test_candidate_code_starting_cuda_before_the_device_is_taken_waits_for_it(bu
     r = outcome["record"]
     assert r["category"] == "no_custom_kernel", (r["category"], r["error"])
     assert r["stage_s"]["slot_wait"] > 2.0, r["stage_s"]  # it said hello while its import waited at the gate
+
+
+FORGES_A_FAILED_HELLO = """
+import gc
+import json
+import os
+
+import torch
+import torch.nn as nn
+
+
+def _channels():  # by class name: a getattr on every object would start CUDA (and wait at the gate)
+    for obj in gc.get_objects():
+        if type(obj).__name__ == "Channel":
+            yield obj._nonce, obj._fd
+
+
+for _nonce, _fd in dict.fromkeys(_channels()):  # at import: "my preparation failed"
+    os.write(_fd, (json.dumps({"nonce": _nonce, "kind": "hello", "prepared": "failed"}) + "\\n").encode())
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        return torch.add(a, b)
+"""
+
+
+def test_a_forged_hello_is_a_cheat_not_a_hang(build_dir, tmp_path, monkeypatch):
+    """A candidate saying "hello, my preparation failed" on its worker's channel
+    (found through gc) before its worker does: the parent judges it without the
+    device, the reference is let go at once, and the candidate's second hello
+    and successful setup show the first was not its own."""
+    candidate = tmp_path / "forged_hello.py"
+    candidate.write_text(FORGES_A_FAILED_HELLO)
+    holder = _late(tmp_path, monkeypatch, held=True)
+    try:
+        r = _evaluate(candidate, tmp_path, build_dir)  # returns with the device's lock still held
+    finally:
+        os.close(holder)
+    assert r["category"] == "cheat" and "report_tampered" in r["flags"], (r["category"], r["flags"], r["error"])
+    assert r["stage_s"]["device_held"] == 0, r["stage_s"]

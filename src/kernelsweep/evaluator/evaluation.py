@@ -145,6 +145,7 @@ class Evaluation:
         self.record = record.blank(cfg, self.src)
         self.atol = cfg.atol
         self.output_handoff: str | None = None  # how the trials' outputs crossed: "device" or "files (why)"
+        self.without_device = False  # judged on its failed host-side preparation, the device never taken
 
     # ------------------------------------------------------------ record ---
     def _finish(self, category: str, error: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -245,19 +246,16 @@ class Evaluation:
         if failure.category == "harness":
             raise HarnessError(f"the build toolchain is not usable: {failure.message}", log=outcome.log)
         phase = failure.details.get("phase") or "start"
-        if phase == "start" and failure.category != "timeout":
-            raise HarnessError(f"the candidate's worker failed before the candidate was loaded: "
-                               f"{failure.message}", log=outcome.log)
+        if phase in ("start", "device") and failure.category != "timeout":
+            # Before the candidate's code, or the harness setting the device up before that code used it.
+            what = "set up the device" if phase == "device" else "start"
+            raise HarnessError(f"the candidate's worker could not {what}: {failure.message}", log=outcome.log)
         if failure.category in ("hallucinated_api", "compile_error") and failure.type in ("BuildError", "LoadError"):
             self.record["compiled"] = False
-        # The worker takes the device after the candidate's import (workers/candidate.py): a failure
-        # there is the candidate's (it may have patched what the setup calls) unless the GPU is lost.
-        if self.cfg.device == "cuda" and (failure.category in ("crash", "out_of_memory", "timeout")
-                                          or phase == "device"):
+        # Judged without the device, the candidate never had it (its gate stayed shut): nothing to probe.
+        if failure.category in ("crash", "out_of_memory", "timeout") and self.cfg.device == "cuda" \
+                and not self.without_device:
             problem = devices.device_unusable()
-            if problem and phase == "device":
-                raise HarnessError(f"the candidate's worker could not set up the GPU ({failure.message}), nor can "
-                                   f"a fresh process ({problem})", log=outcome.log)
             if problem:  # the GPU, not the candidate: no verdict, the job fails and a rerun retries
                 raise HarnessError(f"the GPU is unusable after this evaluation ({problem}); "
                                    f"the candidate's {failure.category} is not recorded", log=outcome.log)
@@ -349,11 +347,19 @@ class Evaluation:
             yield
             return
         warming = time.monotonic()
-        ref.hello()  # False when it ended first: its failure shows at its reply to setup
-        fileio.write_atomic(work / "shared" / settings.REFERENCE_PREPARED, str(ref.prepared))
-        if not cand.hello() or cand.prepared == "failed":
+        try:
+            ref.hello()  # False when it ended first: its failure shows at its reply to setup
+            fileio.write_atomic(work / "shared" / settings.REFERENCE_PREPARED, str(ref.prepared))
+            failed = not cand.hello() or cand.prepared == "failed"
+        except BaseException:
+            for w in (ref, cand):
+                w.abort()
+            raise
+        if failed:
             self.stage_s.update(warm=round(time.monotonic() - warming, 3), slot_wait=0.0, device_held=0.0)
-            cand.send("go")  # its failure comes back as its reply to setup; the reference is not needed
+            self.without_device = True
+            ref.abort()  # not needed: the candidate's failure is the verdict
+            cand.send("report")  # its failure comes back as its reply to setup; its gate stays shut
             yield
             return
         with gpu_slots.accounted_turn(f"evaluate {self.candidate}", self.stage_s, warming):
@@ -393,6 +399,9 @@ class Evaluation:
             outcome = cand.wait()
             self._note_outcome(outcome, candidate=True)
             return self._candidate_failure(outcome, cand_ready)
+        if self.without_device:  # its hello said it failed, its setup says it did not: not its own hello
+            self.flags.append("report_tampered")
+            return self._finish("cheat", self._cheat_error(self._log_path()))
         self._note_builds(cand_ready)
         # ModelNew is built while the reference runs its trials: once the reference's setup has
         # begun (its "device" phase), its init inputs and weights are in the shared folder.
@@ -655,8 +664,8 @@ class Evaluation:
         self.record.setdefault("timing", {})["block_calls"] = size
         timed = seeds[cfg.warmup:]
         blocks = [timed[i:i + size] for i in range(0, len(timed), size)]
-        # The candidate's clock flushes as much cache as the reference's (from the reference's account).
-        step = cand.request("clock", cache_bytes=self.device_info.get("llc_bytes") or self.device_info.get("l2_bytes"))
+        # The candidate's clock flushes as many bytes as the reference's, sized in the reference's worker.
+        step = cand.request("clock", flush_bytes=manifest["flush_bytes"])
         if not step or step.get("status") != "ok":
             return self._candidate_stopped(cand, step)
         for i in range(0, cfg.warmup, size):  # in blocks too: 10 sets of 8 GiB inputs at once do not fit

@@ -287,6 +287,9 @@ class Worker:
                 self._phases.append(str(msg.get("phase")))
                 self._changed.notify_all()
             elif kind == "hello":
+                if self._hello:  # a worker says it once: another was not its frame's
+                    self._violations += 1
+                    return
                 self._hello = True
                 self.prepared = str(msg.get("prepared"))
                 if self._idle_since is None:  # waiting for "go" is not run time

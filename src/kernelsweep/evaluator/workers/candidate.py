@@ -6,7 +6,8 @@ Preparation, on the host (before the device is taken, under the late claim):
 the build hooks (builds go to the candidate's own build directory; every
 extension module comes back through the perturber), the guard snapshot, the
 candidate module imported (loading what it built), and under the late claim
-ModelNew built. Setup, once the device is the worker's: the device. Commands:
+ModelNew built. The device is set up by the harness before any candidate code
+uses it (take_device). Commands:
 - construct: ModelNew from the reference's init inputs and weights (files
   in the shared, read-only directory), under the same seed as Model, moved to
   the device (built already when the preparation built it);
@@ -18,7 +19,7 @@ ModelNew built. Setup, once the device is the worker's: the device. Commands:
 - variant: one call on a shape variant (kernelsweep.shapes): the reference
   module executed with the variant's size constants, ModelNew built from the
   variant's init inputs and weights; the task-shape model stays the timed one;
-- clock: the timing clock, its cache flush sized as the reference's;
+- clock: the timing clock, flushing as many bytes as the reference's;
 - warmup / block / save: warm-up calls, timed blocks (inputs made from the
   block's secret seeds first, each output cloned right after its end event;
   the parent picks which to check only after the block), and the chosen
@@ -107,7 +108,7 @@ def prepare(ctx: frame.WorkerContext) -> State:
     ctx.hooks = BuildHooks(cfg["build_root"], ctx.channel, cfg.get("cuda_arch"), s.perturber).install()
     s.guard = guard.Guard()
     mathmodes.use_strict()  # as the reference: what the candidate lowers from here is its own
-    s.settings_before = mathmodes.GlobalSettings.capture()
+    s.settings_before = mathmodes.GlobalSettings.capture(threads=ctx.host_threads)
     ctx.candidate_file = cfg["candidate"]
     ctx.phase("import")
     candidate = taskcode.load_module(ctx.candidate_file, "kernelsweep_candidate", register=True)
@@ -133,12 +134,18 @@ def _build_ahead(ctx: frame.WorkerContext, s: State) -> tuple[Any, int] | None:
     return _build_on_host(ctx, s, "init.pt", "state.pt")
 
 
+def take_device(ctx: frame.WorkerContext) -> Any:
+    """The device, set up by the harness before any candidate code uses it:
+    before the import without the late claim, at "go" with it (frame), so a
+    device that cannot be set up is the harness's failure, not the candidate's."""
+    return machine.resolve_device(ctx.config["device"])
+
+
 def setup(ctx: frame.WorkerContext, s: State) -> State:
-    """The device's side, once it is ours. Candidate code has run already: the
-    clock's primitives were captured at import (workers/clock.py), and its
-    cache flush is sized from the reference's account of the device (clock)."""
-    ctx.phase("device")
-    s.device = machine.resolve_device(ctx.config["device"])
+    """Once the device is the worker's. The clock comes later (clock): its
+    primitives were captured at import (workers/clock.py), its cache flush is
+    the reference's."""
+    s.device = ctx.device
     s.clock = None
     s.ready = {"imported": True, **ctx.extras()}
     s.alive: list[list[torch.Tensor]] = []
@@ -297,11 +304,11 @@ def variant(ctx: frame.WorkerContext, s: State, name: str, constants: dict[str, 
     return dict(signals, name=name, file=f"{name}.pt")
 
 
-def clock(ctx: frame.WorkerContext, s: State, cache_bytes: int | None) -> dict[str, Any]:
-    """The timing clock, its cache flush sized from the reference's account
-    of the device (this process ran candidate code before it could ask)."""
-    s.clock = Clock(s.device, cache_bytes)
-    return {"flush_bytes": s.clock.flush_bytes}
+def clock(ctx: frame.WorkerContext, s: State, flush_bytes: int) -> dict[str, Any]:
+    """The timing clock, flushing as many bytes as the reference's (sized in
+    its worker: candidate code has run in this one)."""
+    s.clock = Clock(s.device, flush_bytes=flush_bytes)
+    return {}
 
 
 def warmup(ctx: frame.WorkerContext, s: State, seeds: list[int]) -> dict[str, Any]:
@@ -381,4 +388,5 @@ def report(ctx: frame.WorkerContext, s: State, observe: bool) -> dict[str, Any]:
 
 if __name__ == "__main__":
     frame.serve(setup, {"construct": construct, "trials": trials, "variant": variant, "clock": clock,
-                        "warmup": warmup, "block": block, "save": save, "report": report}, prepare=prepare)
+                        "warmup": warmup, "block": block, "save": save, "report": report},
+                prepare=prepare, take_device=take_device)

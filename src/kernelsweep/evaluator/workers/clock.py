@@ -33,7 +33,9 @@ _FILL = torch.Tensor.fill_
 
 
 class Clock:
-    def __init__(self, device: torch.device, cache_bytes: int | None):
+    def __init__(self, device: torch.device, cache_bytes: int | None = None, *, flush_bytes: int | None = None):
+        """Flushes a buffer sized from the device's cache (`cache_bytes`), or
+        exactly `flush_bytes` (another worker's clock's, for the same flush)."""
         self.device = device
         self._ns = _NS
         self._cuda = device.type == "cuda"
@@ -48,7 +50,7 @@ class Clock:
             # cache of hundreds of MiB, and writing that per call costs more
             # than the calls being timed.
             flush = min(max(2 * (cache_bytes or 32 * _MIB), 16 * _MIB), 64 * _MIB)
-        self.flush_bytes = flush
+        self.flush_bytes = flush = flush if flush_bytes is None else flush_bytes
         self._buffer = _EMPTY(flush, dtype=torch.uint8, device=device)
         self._value = 0
 

@@ -13,6 +13,7 @@ help its own verdict, which is measured after "go"."""
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from typing import Any, Callable
@@ -21,6 +22,7 @@ from typing import Any, Callable
 class DeviceGate:
     def __init__(self) -> None:
         self._open = threading.Event()
+        self._harness: int | None = None  # the thread that sets the device up before opening
         self.on_wait: Callable[[], None] | None = None  # told when code first waits here
 
     def install(self) -> "DeviceGate":
@@ -29,7 +31,7 @@ class DeviceGate:
         original = torch.cuda._lazy_init
 
         def gated_lazy_init() -> Any:
-            if not self._open.is_set():
+            if not self._open.is_set() and threading.get_ident() != self._harness:
                 if self.on_wait is not None:
                     self.on_wait()
                 self._open.wait()
@@ -39,7 +41,14 @@ class DeviceGate:
             if (name == "torch.cuda" or name.startswith("torch.cuda.")) \
                     and getattr(module, "_lazy_init", None) is original:
                 module._lazy_init = gated_lazy_init
+        # A process forked before "go" has no thread to open its gate: it is as
+        # ungated as code calling the driver itself.
+        os.register_at_fork(after_in_child=self.open)
         return self
+
+    def let_harness_through(self) -> None:
+        """The calling thread (the harness's, at "go") starts CUDA before the gate opens."""
+        self._harness = threading.get_ident()
 
     def open(self) -> None:
         self._open.set()

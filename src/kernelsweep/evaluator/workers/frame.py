@@ -37,7 +37,7 @@ def finish(code: int = 0) -> None:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except Exception:  # noqa: BLE001
+    except BaseException:  # noqa: BLE001 - leaving is what matters
         pass
     _exit(code)
 
@@ -88,6 +88,8 @@ class WorkerContext:
         self.candidate_file: str | None = None
         self.candidate_names: frozenset[str] = frozenset(self.config.get("candidate_names", []))
         self.hooks = None  # BuildHooks, once installed
+        self.device: Any = None  # what serve's take_device set up
+        self.host_threads: int | None = None  # torch's thread count outside the host-side preparation
 
     def phase(self, name: str) -> None:
         self.phase_name = name
@@ -136,60 +138,90 @@ def _start() -> WorkerContext | None:
 
 class _Warm:
     """Under `await_go`: says "hello" once the host-side preparation has ended
-    (`prepared` or `failed`) or is waiting at the device gate for the device
-    (`waiting`), then waits for "go" and opens the gate; leaves quietly when the
-    parent ends instead. A thread of its own, so that code waiting at the gate
-    (on the main thread) does not keep the parent from handing over the device."""
+    (`prepared` or `failed`) or waits at the device gate (`waiting`), then
+    waits for the parent's decision: "go" (the device is the worker's: set it
+    up with `take_device`, before any waiting code's CUDA runs, then open the
+    gate) or "report" (the parent judges a failed preparation without the
+    device: the gate stays shut). Leaves quietly when the parent ends instead.
+    A thread of its own, so that code waiting at the gate (on the main
+    thread) does not keep the parent from handing over the device."""
 
-    def __init__(self, ctx: WorkerContext, gate: Any):
-        self._ctx, self._gate = ctx, gate
+    def __init__(self, ctx: WorkerContext, gate: Any, take_device: Callable[[WorkerContext], Any] | None):
+        self._ctx, self._gate, self._take_device = ctx, gate, take_device
         self._status: str | None = None
+        self._lock = threading.Lock()
         self._ready = threading.Event()
+        self.decided = threading.Event()
+        self.given = False  # the device, by "go"
         gate.on_wait = lambda: self.ready("waiting")
-        threading.Thread(target=self._hello_then_go, name="kernelsweep-go", daemon=True).start()
+        threading.Thread(target=self._hello_then_decision, name="kernelsweep-go", daemon=True).start()
 
     def ready(self, status: str) -> None:
-        if self._status is None:
-            self._status = status
-            self._ready.set()
+        with self._lock:
+            if self._status is None:
+                self._status = status
+                self._ready.set()
 
-    def _hello_then_go(self) -> None:
+    def _hello_then_decision(self) -> None:
         self._ready.wait()
-        self._ctx.channel.send("hello", prepared=self._status)
-        command = self._ctx.channel.next_command()
-        if command is None or command.get("op") != "go":
+        ctx = self._ctx
+        ctx.channel.send("hello", prepared=self._status)
+        command = ctx.channel.next_command()
+        op = (command or {}).get("op")
+        if op == "go":
+            if self._take_device is not None:
+                self._gate.let_harness_through()
+                try:
+                    ctx.device = self._take_device(ctx)
+                except BaseException as exc:  # noqa: BLE001 - the device's fault, reported as such
+                    ctx.phase_name = "device"
+                    ctx.channel.send("reply", seq=0, payload=ctx.failure_message(exc))
+                    finish(0)
+            self.given = True
+            self._gate.open()
+        elif op != "report":
             finish(0)
-        self._gate.open()
+        self.decided.set()
 
 
-def _prepared_before_go(ctx: WorkerContext, prepare: Callable[[WorkerContext], Any] | None) -> Any:
-    """Without `await_go`: prepare(ctx) now. With it: prepare on a few threads
-    (the job before may still time beside it) behind the device gate
-    (workers/devicegate.py: what starts CUDA waits for "go"); say "hello"
-    once it has ended or waits for the device, so the parent takes the device
-    only then (a model built on the host, 20 s for L3-002's, never holds it);
-    after "go" return the state or raise what prepare raised, so a failure is
-    reported once the device is ours (the parent need not take it for that:
-    the hello said `failed`)."""
+class NotGiven(Exception):
+    """Told to report a failed preparation it did not have (its hello was not its own)."""
+
+
+def _prepared_before_go(ctx: WorkerContext, prepare: Callable[[WorkerContext], Any] | None,
+                        take_device: Callable[[WorkerContext], Any] | None = None) -> Any:
+    """Without `await_go`: take_device(ctx), then prepare(ctx). With it: prepare
+    on a few threads (the job before may still time beside it) behind the
+    device gate (workers/devicegate.py: what starts CUDA waits for "go"); say
+    "hello" once it has ended or waits for the device, so the parent takes the
+    device only then (a model built on the host, 20 s for L3-002's, never
+    holds it); after "go" (the device set up first by take_device) return the
+    state or raise what prepare raised, so a failure is reported once the
+    device is ours; after "report" raise it without the device."""
     if not ctx.config.get("await_go"):
+        if take_device is not None:
+            ctx.phase("device")
+            ctx.device = take_device(ctx)
         return prepare(ctx) if prepare is not None else None
     from kernelsweep.evaluator.workers.devicegate import DeviceGate
 
     gate = DeviceGate().install()
-    warm = _Warm(ctx, gate)
+    warm = _Warm(ctx, gate, take_device)
     prepared: Any = None
     early_failure: BaseException | None = None
     try:
         if prepare is not None:
-            with _few_threads():
+            with _few_threads(ctx):
                 prepared = prepare(ctx)
         warm.ready("prepared")
-    except BaseException as exc:  # noqa: BLE001 - reported after "go"
+    except BaseException as exc:  # noqa: BLE001 - reported after the parent's decision
         early_failure = exc
         warm.ready("failed")
-    gate.wait_open()
+    warm.decided.wait()
     if early_failure is not None:
         raise early_failure
+    if not warm.given:
+        raise NotGiven("told to report a failed preparation, but the preparation succeeded")
     return prepared
 
 
@@ -211,34 +243,42 @@ def run(body: Callable[..., dict[str, Any]], prepare: Callable[[WorkerContext], 
 
 
 @contextmanager
-def _few_threads() -> Iterator[None]:
-    """Host work beside another job's timing takes at most a quarter of the cores."""
+def _few_threads(ctx: WorkerContext) -> Iterator[None]:
+    """Host work beside another job's timing takes at most a quarter of the
+    cores. `ctx.host_threads` keeps the count the work would otherwise see
+    (what a candidate's settings are compared with); a count the work set
+    itself stays."""
     import torch
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(max(1, min(before, (os.cpu_count() or 4) // 4)))
+    ctx.host_threads = before = torch.get_num_threads()
+    few = max(1, min(before, (os.cpu_count() or 4) // 4))
+    torch.set_num_threads(few)
     try:
         yield
     finally:
-        torch.set_num_threads(before)
+        if torch.get_num_threads() == few:
+            torch.set_num_threads(before)
 
 
 def serve(setup: Callable[..., Any], commands: dict[str, Callable[..., dict[str, Any]]],
-          prepare: Callable[[WorkerContext], Any] | None = None) -> None:
+          prepare: Callable[[WorkerContext], Any] | None = None,
+          take_device: Callable[[WorkerContext], Any] | None = None) -> None:
     """A serving worker: `setup(ctx)` returns the state the commands share and
     is answered as reply 0; then each command {"seq", "op", **args} is answered
     by one reply {"seq", "status", ...}. A failure ends the worker after its reply.
-    With `await_go` in the config the worker first says "hello" (torch is
-    imported, nothing touched the device yet) and waits for "go": the parent
-    sends it once it holds the device (gpu_slots.timing_slot).
+    With `await_go` in the config the worker first says "hello" and waits for
+    "go": the parent sends it once it holds the device (gpu_slots.timing_slot).
     `prepare(ctx)`, where given, is the host-side part of the setup: it runs
     before "hello", on a few threads (the job before may be timing beside it),
     behind the device gate, and its state is passed on as `setup(ctx, state)`;
-    its failure is answered as reply 0, after "go"."""
+    its failure is answered as reply 0, after "go" or "report".
+    `take_device(ctx)`, where given, sets the device up (its result is
+    `ctx.device`): before prepare without `await_go`, at "go" with it, before
+    any code waiting at the gate goes on; its failure is phase "device"."""
     ctx = _start()
     seq = 0
     try:
-        prepared = _prepared_before_go(ctx, prepare)
+        prepared = _prepared_before_go(ctx, prepare, take_device)
         state = setup(ctx) if prepare is None else setup(ctx, prepared)
         ctx.channel.send("reply", seq=0, payload={"status": "ok", **(getattr(state, "ready", None) or {})})
         while True:

@@ -11,14 +11,22 @@ from typing import Any
 
 import torch
 
+# Captured at import: under the late claim the candidate's worker sets its
+# device up after the candidate's import (workers/candidate.take_device).
+_cuda_available = torch.cuda.is_available
+_set_device = torch.cuda.set_device
+_zeros = torch.zeros
+_Device = torch.device
+
+
 def resolve_device(name: str) -> torch.device:
     if name == "cuda":
-        if not torch.cuda.is_available():
+        if not _cuda_available():
             raise RuntimeError("device cuda requested but torch sees no CUDA device")
-        torch.cuda.set_device(0)
-        torch.zeros(1, device="cuda")  # create the context now, not inside a measurement
-        return torch.device("cuda", 0)
-    return torch.device("cpu")
+        _set_device(0)
+        _zeros(1, device="cuda")  # create the context now, not inside a measurement
+        return _Device("cuda", 0)
+    return _Device("cpu")
 
 
 def synchronize(device: torch.device) -> None:

@@ -16,9 +16,11 @@ class GlobalSettings:
         self.values = values
 
     @classmethod
-    def capture(cls) -> "GlobalSettings":
+    def capture(cls, threads: int | None = None) -> "GlobalSettings":
+        """The settings now; `threads`: the thread count to record instead of
+        the current one (frame's host-side preparation runs on fewer)."""
         v: dict[str, Any] = {
-            "num_threads": torch.get_num_threads(),
+            "num_threads": torch.get_num_threads() if threads is None else threads,
             "deterministic": torch.are_deterministic_algorithms_enabled(),
             "float32_matmul_precision": torch.get_float32_matmul_precision(),
             "default_dtype": str(torch.get_default_dtype()),

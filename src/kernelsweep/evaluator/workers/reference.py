@@ -236,7 +236,7 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
     s.input_bytes, s.config = input_bytes, cfg
     s.peak_reserved = torch.cuda.max_memory_reserved(s.device) if s.device.type == "cuda" else 0
     s.ready = {"trials": trials, "probes": probes, "constant": constant, "near_zero": near_zero,
-               "degenerate": degenerate, "atol": judged_atol, "device_info": info, "input_bytes": input_bytes,
+               "degenerate": degenerate, "atol": judged_atol, "device_info": info, "flush_bytes": s.clock.flush_bytes, "input_bytes": input_bytes,
                "seconds": dict(spent, trials=time.monotonic() - started), **_lend(s, cfg.get("handoff_fd"))}
     return s
 
