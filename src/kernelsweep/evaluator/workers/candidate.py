@@ -145,7 +145,10 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
     """Once the device is the worker's. The clock comes later (clock): its
     primitives were captured at import (workers/clock.py), its cache flush is
     the reference's."""
-    s.device = ctx.device
+    ctx.phase("device")
+    # Set up already (take_device), on the thread that said "go" under the late claim: made current
+    # on this one too, for the driver calls the reference's lent buffer needs (devicehandoff).
+    s.device = machine.resolve_device(ctx.config["device"])
     s.clock = None
     s.ready = {"imported": True, **ctx.extras()}
     s.alive: list[list[torch.Tensor]] = []
