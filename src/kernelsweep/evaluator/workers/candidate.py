@@ -134,11 +134,11 @@ def _build_ahead(ctx: frame.WorkerContext, s: State) -> tuple[Any, int] | None:
     return _build_on_host(ctx, s, "init.pt", "state.pt")
 
 
-def take_device(ctx: frame.WorkerContext) -> Any:
-    """The device, set up by the harness before any candidate code uses it:
+def take_device(ctx: frame.WorkerContext) -> None:
+    """The device set up by the harness before any candidate code uses it:
     before the import without the late claim, at "go" with it (frame), so a
     device that cannot be set up is the harness's failure, not the candidate's."""
-    return machine.resolve_device(ctx.config["device"])
+    machine.resolve_device(ctx.config["device"])
 
 
 def setup(ctx: frame.WorkerContext, s: State) -> State:

@@ -52,6 +52,3 @@ class DeviceGate:
 
     def open(self) -> None:
         self._open.set()
-
-    def wait_open(self) -> None:
-        self._open.wait()

@@ -88,7 +88,6 @@ class WorkerContext:
         self.candidate_file: str | None = None
         self.candidate_names: frozenset[str] = frozenset(self.config.get("candidate_names", []))
         self.hooks = None  # BuildHooks, once installed
-        self.device: Any = None  # what serve's take_device set up
         self.host_threads: int | None = None  # torch's thread count outside the host-side preparation
 
     def phase(self, name: str) -> None:
@@ -172,7 +171,7 @@ class _Warm:
             if self._take_device is not None:
                 self._gate.let_harness_through()
                 try:
-                    ctx.device = self._take_device(ctx)
+                    self._take_device(ctx)
                 except BaseException as exc:  # noqa: BLE001 - the device's fault, reported as such
                     ctx.phase_name = "device"
                     ctx.channel.send("reply", seq=0, payload=ctx.failure_message(exc))
@@ -201,7 +200,7 @@ def _prepared_before_go(ctx: WorkerContext, prepare: Callable[[WorkerContext], A
     if not ctx.config.get("await_go"):
         if take_device is not None:
             ctx.phase("device")
-            ctx.device = take_device(ctx)
+            take_device(ctx)
         return prepare(ctx) if prepare is not None else None
     from kernelsweep.evaluator.workers.devicegate import DeviceGate
 
@@ -272,9 +271,9 @@ def serve(setup: Callable[..., Any], commands: dict[str, Callable[..., dict[str,
     before "hello", on a few threads (the job before may be timing beside it),
     behind the device gate, and its state is passed on as `setup(ctx, state)`;
     its failure is answered as reply 0, after "go" or "report".
-    `take_device(ctx)`, where given, sets the device up (its result is
-    `ctx.device`): before prepare without `await_go`, at "go" with it, before
-    any code waiting at the gate goes on; its failure is phase "device"."""
+    `take_device(ctx)`, where given, sets the device up: before prepare
+    without `await_go`, at "go" with it, before any code waiting at the gate
+    goes on; its failure is phase "device"."""
     ctx = _start()
     seq = 0
     try:
