@@ -10,6 +10,9 @@ generation before the first build does not.
     python benchmarks/study_throughput.py /tmp/ks_pub/results --out throughput.json
     python benchmarks/study_throughput.py RESULTS --since EPOCH   # one call of a resumed run:
         # only the candidates it evaluated, over the time from EPOCH (its start)
+    python benchmarks/study_throughput.py RESULTS --calls wall.log   # a run made in several calls
+        # (scripts/gpu_replay_published.sh's slices): every candidate, over the sum of the calls'
+        # walls, so the time between calls (a fresh machine starting) does not count
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ def candidates(results: Path) -> list[dict]:
             "cell": str(path.parent.relative_to(results / "runs")),
             "category": record.get("category"),
             "build_s": build.get("wall_s"),
+            "built": bool(build.get("builds")),  # compiled an extension, or tried to (else nothing to build)
             "eval_s": record.get("wall_s"),
             "held_s": stages.get("device_held", record.get("gpu_s")),
             "start": min(t for t in (built_at, run["started"]) if t is not None),
@@ -71,6 +75,26 @@ def task_jobs(results: Path, since: float | None) -> dict[str, dict]:
     return kinds
 
 
+def call_walls(wall_log: Path) -> list[float]:
+    """The walls of the calls a run was made in: one "START END ..." line
+    (epoch seconds) per call, as scripts/gpu_replay_published.sh appends them."""
+    walls = []
+    for n, line in enumerate(wall_log.read_text().splitlines(), 1):
+        fields = line.split()
+        if not fields:
+            continue
+        try:
+            start, end = float(fields[0]), float(fields[1])
+        except (IndexError, ValueError):
+            raise SystemExit(f"{wall_log}:{n}: expected 'START END' epoch seconds, got {line!r}") from None
+        if end < start:
+            raise SystemExit(f"{wall_log}:{n}: the call ends before it starts ({line!r})")
+        walls.append(end - start)
+    if not walls:
+        raise SystemExit(f"{wall_log}: no calls recorded")
+    return walls
+
+
 def spread(values: list[float]) -> str:
     values = [v for v in values if v is not None]
     if not values:
@@ -83,8 +107,13 @@ def main() -> int:
     parser.add_argument("results", type=Path, help="the study's results folder")
     parser.add_argument("--since", type=float, help="only candidates evaluated after this epoch time, "
                                                     "and the span from it")
+    parser.add_argument("--calls", type=Path, metavar="WALL_LOG",
+                        help="a run made in several calls: the span is the sum of their walls "
+                             "(one 'START END' line each)")
     parser.add_argument("--out", type=Path, help="also write the rows and totals as JSON")
     args = parser.parse_args()
+    if args.calls and args.since is not None:
+        parser.error("--calls counts the whole run; --since one call of it: give one")
     rows = [r for r in candidates(args.results) if args.since is None or r["evaluated"] >= args.since]
     if not rows:
         print(f"no evaluations under {args.results / 'runs'}", file=sys.stderr)
@@ -94,15 +123,23 @@ def main() -> int:
         build = "-" if r["build_s"] is None else f"{r['build_s']:.1f}"
         print(f"{r['cell']:60s} {r['category'] or '?':20s} build {build:>6s} s  eval {r['eval_s'] or 0:6.1f} s  "
               f"held {held:>6s} s")
-    span = max(r["end"] for r in rows) - (args.since if args.since is not None else min(r["start"] for r in rows))
+    walls = call_walls(args.calls) if args.calls else None
+    if walls:
+        span = sum(walls)
+    else:
+        span = max(r["end"] for r in rows) - (args.since if args.since is not None else min(r["start"] for r in rows))
     totals = {"candidates": len(rows), "span_s": round(span, 1),
               "per_hour": round(3600 * len(rows) / max(span, 1e-9)),
               "build": spread([r["build_s"] for r in rows]), "eval": spread([r["eval_s"] for r in rows]),
-              "held": spread([r["held_s"] for r in rows])}
-    since = "its start" if args.since is not None else "first build or evaluation"
-    print(f"\n{totals['candidates']} candidates in {span:.0f} s ({since} to last evaluation): "
-          f"{totals['per_hour']} per hour")
-    print(f"build: {totals['build']}\nevaluation: {totals['eval']}\nslot held: {totals['held']}")
+              "held": spread([r["held_s"] for r in rows]), "built": sum(r["built"] for r in rows)}
+    if walls:
+        totals["calls"] = len(walls)
+        over = f"the sum of {len(walls)} calls' walls"
+    else:
+        over = ("its start" if args.since is not None else "first build or evaluation") + " to last evaluation"
+    print(f"\n{totals['candidates']} candidates in {span:.0f} s ({over}): {totals['per_hour']} per hour")
+    print(f"build: {totals['build']}; {totals['built']} of {len(rows)} candidates compiled an extension or tried to")
+    print(f"evaluation: {totals['eval']}\nslot held: {totals['held']}")
     held = sum(r["held_s"] or 0 for r in rows)
     jobs = task_jobs(args.results, args.since)
     totals["device_s"] = {"evaluations": round(held, 1), **{k: v["held_s"] for k, v in jobs.items()}}

@@ -62,7 +62,7 @@ echo "$start $(date +%s) rc=$rc" >> "$WORK/wall.log"
 tail -n 40 "$WORK/snakemake.log" > "$OUT/snakemake_tail.log"
 # This call's throughput through Snakemake, builds included (issue #13: >= 600 candidates per hour).
 python3 benchmarks/study_throughput.py "$RESULTS" --since "$start" --out "$OUT/throughput.json" \
-  > "$OUT/throughput.txt" 2>&1; tail -n 4 "$OUT/throughput.txt"
+  > "$OUT/throughput.txt" 2>&1; tail -n 5 "$OUT/throughput.txt"
 count() { find "$RESULTS/runs" -name "$1" 2>/dev/null | wc -l; }
 wall=$(awk '{s += $2 - $1} END {print s}' "$WORK/wall.log")
 echo "evaluations $(count eval.json)/150, finals $(count final.json)/90, profiles" \
@@ -76,6 +76,9 @@ tar czf "$OUT/results.tgz" -C "$WORK" --exclude=results/build --exclude=results/
 plan=$(python3 -m snakemake -n "${ARGS[@]}" 2>&1)
 if [ -f "$RESULTS/report/REPORT.md" ] && grep -q "Nothing to be done" <<< "$plan"; then
   echo "done" | tee -a "$OUT/progress.txt"
+  # The whole run over all its calls (the time between calls, a machine starting, not counted).
+  python3 benchmarks/study_throughput.py "$RESULTS" --calls "$WORK/wall.log" --out "$OUT/throughput_run.json" \
+    > "$OUT/throughput_run.txt" 2>&1; tail -n 5 "$OUT/throughput_run.txt" | tee -a "$OUT/progress.txt"
   cp "$RESULTS/report/REPORT.md" "$OUT/"
   mkdir -p "$OUT/tables" && cp "$RESULTS"/report/tables/*.md "$RESULTS"/report/tables/*.csv "$OUT/tables/" 2>/dev/null
 fi

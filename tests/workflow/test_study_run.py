@@ -203,3 +203,26 @@ def test_study_throughput_counts_every_evaluation(finished_study, tmp_path):
     for row in report["task_jobs"]["baseline"]["rows"]:
         assert 0 < row["held_s"] <= row["wall_s"], row
     assert set(totals["device_s"]) == {"evaluations", "profile", "baseline"}
+    # Whether a study built anything at all is said beside its rate (the published replay built nothing).
+    built = [p for p in (tmp / "results" / "runs").rglob("build.json") if json.loads(p.read_text())["builds"]]
+    assert totals["built"] == len(built) >= 1  # the recorded zero-shot kernel compiles its extension
+
+
+def test_study_throughput_over_calls(finished_study, tmp_path):
+    """A run made in several calls (the GPU notes' slices): the span is the sum of the
+    calls' walls, not the clock from the first evaluation to the last."""
+    tmp, _ = finished_study
+    script = [sys.executable, str(REPO_ROOT / "benchmarks/study_throughput.py"), str(tmp / "results")]
+    wall_log = tmp_path / "wall.log"
+    wall_log.write_text("1000 1400 rc=124\n\n5000 5200 rc=0\n")
+    out = tmp_path / "throughput.json"
+    proc = subprocess.run(script + ["--calls", str(wall_log), "--out", str(out)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    totals = json.loads(out.read_text())["totals"]
+    assert (totals["span_s"], totals["calls"]) == (600.0, 2)
+    assert totals["per_hour"] == round(3600 * totals["candidates"] / 600)
+    assert "the sum of 2 calls' walls" in proc.stdout
+    wall_log.write_text("1000 1400 rc=124\n5000\n")
+    proc = subprocess.run(script + ["--calls", str(wall_log)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "wall.log:2: expected 'START END'" in proc.stderr
