@@ -123,20 +123,19 @@ def main() -> int:
         build = "-" if r["build_s"] is None else f"{r['build_s']:.1f}"
         print(f"{r['cell']:60s} {r['category'] or '?':20s} build {build:>6s} s  eval {r['eval_s'] or 0:6.1f} s  "
               f"held {held:>6s} s")
-    walls = call_walls(args.calls) if args.calls else None
+    walls = call_walls(args.calls) if args.calls else []
     if walls:
-        span = sum(walls)
+        span, over = sum(walls), f"the sum of {len(walls)} calls' walls"
     else:
-        span = max(r["end"] for r in rows) - (args.since if args.since is not None else min(r["start"] for r in rows))
+        start = args.since if args.since is not None else min(r["start"] for r in rows)
+        span = max(r["end"] for r in rows) - start
+        over = ("its start" if args.since is not None else "first build or evaluation") + " to last evaluation"
     totals = {"candidates": len(rows), "span_s": round(span, 1),
               "per_hour": round(3600 * len(rows) / max(span, 1e-9)),
               "build": spread([r["build_s"] for r in rows]), "eval": spread([r["eval_s"] for r in rows]),
               "held": spread([r["held_s"] for r in rows]), "built": sum(r["built"] for r in rows)}
     if walls:
         totals["calls"] = len(walls)
-        over = f"the sum of {len(walls)} calls' walls"
-    else:
-        over = ("its start" if args.since is not None else "first build or evaluation") + " to last evaluation"
     print(f"\n{totals['candidates']} candidates in {span:.0f} s ({over}): {totals['per_hour']} per hour")
     print(f"build: {totals['build']}; {totals['built']} of {len(rows)} candidates compiled an extension or tried to")
     print(f"evaluation: {totals['eval']}\nslot held: {totals['held']}")
