@@ -14,6 +14,7 @@ config itself is invalid.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -106,6 +107,31 @@ def unanswered_servers(models: dict[str, dict]) -> list[str]:
                 found.append(f"{detail}\n  (its generation jobs wait up to wait_s for the server, then fail "
                              "without recording anything; all other jobs go on)")
     return found
+
+
+# The rules whose jobs run candidate code confined (evaluations, builds, the agent's sandbox).
+CONFINED_RULES = ("evaluate", "compile_", "react")
+
+
+def confinement_problem(rules: list[str], device: str) -> str | None:
+    """Before a run's first job (the workflow's onstart): when a job to run
+    confines candidate code, one confined worker, started with the jobs'
+    interpreter, imports torch and the harness (`kernelsweep confinement`).
+    None when it did (or nothing to run needs it), else its message."""
+    if not any(rule.startswith(CONFINED_RULES) for rule in rules):
+        return None
+    python = os.environ.get("KERNELSWEEP_PYTHON", sys.executable)
+    if not os.path.isabs(python):  # conda environments: each job's own python, not known here
+        python = sys.executable
+    try:
+        done = subprocess.run([python, "-m", "kernelsweep", "confinement", "--device", device],
+                              capture_output=True, text=True, timeout=900)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"the confinement check did not run: {e}"
+    if done.returncode == 0:
+        return None
+    return done.stderr.strip().removeprefix("kernelsweep confinement: ") or f"the confinement check failed " \
+        f"(exit {done.returncode})"
 
 
 def disk_note(results: str) -> str | None:

@@ -32,6 +32,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "manifest": ("kernelsweep.stages.manifest", "write the study file the report reads"),
     "gpu-slots": ("kernelsweep.gpu_slots", "run a command on a claimed GPU/CPU timing slot"),
     "relayout": ("kernelsweep.relayout", "move results from before precision was a path part to where they belong"),
+    "confinement": ("kernelsweep.evaluator.confine", "can candidate workers be confined here? (a run checks first)"),
     "check": ("kernelsweep.check", "before a run: does every configured model answer, is the results disk usable"),
 }
 

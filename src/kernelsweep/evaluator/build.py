@@ -73,8 +73,7 @@ def compile_candidate(candidate: Path, *, device: str = "cuda", build_dir: Path 
                                      cwd=Path(tmp), run_limit_s=timeout_s, build_limit_s=timeout_s, env=env,
                                      label="compile", confinement=spec)
     if outcome.confinement_failed:
-        raise HarnessError("the compile worker could not be confined: " + outcome.log_excerpt[-500:],
-                           log=outcome.log)
+        raise HarnessError(confine.failure_message(outcome.log_excerpt[-2000:]), log=outcome.log)
     record["log"] = outcome.log
     record["compile_s"] = round(outcome.build_s, 3)
     if outcome.interrupted_build:

@@ -217,7 +217,7 @@ class Evaluation:
         if outcome.strays_killed and "stray_processes" not in self.flags:
             self.flags.append("stray_processes")
         if outcome.confinement_failed:
-            raise HarnessError("the worker could not be confined: " + outcome.log_excerpt[-500:], log=outcome.log)
+            raise HarnessError(confine.failure_message(outcome.log_excerpt[-2000:]), log=outcome.log)
         if candidate:
             # A worker that ended early sent no setup reply: its build events tell the builds.
             self._note_builds({"builds": [e for e in outcome.events if e.get("kind") == "build_end"],

@@ -28,6 +28,7 @@ import hashlib
 import inspect
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -150,6 +151,10 @@ class BuildHooks:
         self._real = {"load_inline": cpp_extension.load_inline, "load": cpp_extension.load}
 
     def install(self) -> "BuildHooks":
+        # torch writes `-L<its lib directory>` into the link line unquoted: a
+        # torch installed under a path with spaces could link nothing.
+        if " " in cpp_extension.TORCH_LIB_PATH and not cpp_extension.TORCH_LIB_PATH.startswith("'"):
+            cpp_extension.TORCH_LIB_PATH = shlex.quote(cpp_extension.TORCH_LIB_PATH)
         cpp_extension.load_inline = self._wrap("load_inline")
         cpp_extension.load = self._wrap("load")
         return self

@@ -149,7 +149,9 @@ def set_up_filesystem(spec, without):
     for path in spec.get("hide", []) if "hide" not in without else []:
         if os.path.isdir(path) and not os.path.islink(path):
             _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={spec.get('tmpfs_size', '256m')},mode=0755")
-    for fd, bind in binds:
+    # Outer paths first, so a path inside another keeps its own bind (a private
+    # directory under a read-only place stays writable).
+    for fd, bind in sorted(binds, key=lambda b: os.path.normpath(b[1]["target"]).count("/")):
         target = bind["target"]
         if os.path.isdir(f"/proc/self/fd/{fd}"):
             os.makedirs(target, exist_ok=True)
