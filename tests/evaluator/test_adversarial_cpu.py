@@ -502,3 +502,18 @@ def test_cli_eval_leaves_no_temporary_directories(build_dir, tmp_path):
                 except OSError:
                     continue
     assert ours == [], f"left behind in /tmp: {ours}"
+
+
+# ------------------------------------------------- the judge's own reads ---
+@pytest.mark.parametrize("kind", ["fifo", "link"])
+def test_output_file_swapped_for_something_that_blocks_is_a_cheat(run_eval, tmp_path, kind):
+    """Issue 34: every output file the harness wrote in the candidate's folder
+    is swapped, as it appears, for a named pipe (a reader blocks until a
+    writer comes) or a link to /dev/zero (endless). The judge opens without
+    following links and without blocking, and reads regular files only: a
+    verdict of the candidate, at once, never a harness error or a wait."""
+    started = time.monotonic()
+    r = run_eval("add", _from_template("swap_output_file", tmp_path, KIND=kind), timeout_s=60.0)
+    assert r["category"] == "cheat" and "output_file_tampered" in r["flags"], _why(r)
+    assert time.monotonic() - started < 50, "the judge waited for the swapped file"
+    _never_forged(r)

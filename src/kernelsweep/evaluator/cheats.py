@@ -39,6 +39,8 @@ FLAGS = {f.name: f for f in (
     Flag("excessive_speedup", CHEAT, "parent, timing",
          "beyond the configured speedup bound, or faster than writing the output allows"),
     Flag("reference_modified", CHEAT, "parent", "the reference file changed during the evaluation"),
+    Flag("output_file_tampered", CHEAT, "reference worker, reading outputs",
+         "an output file the judge reads was replaced by a link, a pipe or another non-regular file"),
     Flag("kernel_result_unused", NOT_A_KERNEL, "parent, a perturbed trial",
          "the extension ran, but perturbing what it returned did not change the output"),
     Flag("kernel_unused_when_timed", NOT_A_KERNEL, "parent, a perturbed timed call",

@@ -558,6 +558,9 @@ class Evaluation:
         perturbed = None
         for i, case in enumerate(manifest["trials"]):
             cmp = results[i]
+            if cmp.get("tampered"):
+                self.flags.append("output_file_tampered")
+                return self._finish("cheat", self._cheat_error(self._log_path()))
             if "unreadable" in cmp:
                 return self._finish("runtime_error", {"type": "UnreadableOutput", "log": self._log_path(),
                                                       "message": f"trial {i} output cannot be read: "
@@ -770,7 +773,9 @@ class Evaluation:
     def _check_timed_outputs(self, ref: Worker, checks: list[tuple[str, bool]]) -> None:
         results = self._compared(ref, [{"name": name, "file": name} for name, _ in checks])
         for (_, perturbed), cmp in zip(checks, results):
-            if "unreadable" in cmp:
+            if cmp.get("tampered"):
+                self.flags.append("output_file_tampered")
+            elif "unreadable" in cmp:
                 self.flags.append("timing_output_mismatch")
             elif perturbed and cmp["ok"]:
                 self.flags.append("kernel_unused_when_timed")

@@ -4,8 +4,9 @@ to the reference's worker, which judges it.
 Plain dense tensors go into one raw file: a JSON header (structure, and per
 leaf a number, or a tensor's dtype, shape and offset), then the tensors'
 bytes. The writer copies each tensor from the device straight into the
-file's mapping, and the reader maps the file and copies each tensor straight
-to the device: one copy each way. torch.save/torch.load moved a 4 GiB output
+file's mapping; the reader reads each tensor's bytes into it (on the host)
+or through a pinned staging buffer (to the device), from a descriptor it
+checked to be a regular file of bounded size. torch.save/torch.load moved a 4 GiB output
 through host buffers and a checksum on both sides; on the H200 a task with
 4 GiB outputs spent ~90 s of its evaluation on these files (L1-005, L1-007,
 L1-009). Any other output (a tensor subclass, a sparse layout, a dtype with
@@ -17,9 +18,11 @@ the real ones."""
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import stat
 from typing import Any
 
 import torch
@@ -90,42 +93,97 @@ def save_output(output: dict[str, Any], path: str | os.PathLike) -> None:
         del mapped  # unmapped: the bytes are in the file
 
 
-def load_output(path: str | os.PathLike, device: torch.device | str = "cpu") -> dict[str, Any]:
-    """An output file, its tensors copied onto DEVICE (never views of the file:
-    what the writer does to the file afterwards changes nothing here).
-    Raises ValueError for a file that is not an output record."""
-    path = str(path)
-    text = None
-    with open(path, "rb") as f:
-        if f.read(len(MAGIC)) == MAGIC:
-            size = int.from_bytes(f.read(8), "little")
-            if not 0 < size <= MAX_HEADER:
-                raise ValueError(f"{path}: header of {size} bytes")
-            text = f.read(size)
-    if text is None:  # torch.save's format: an output that is not plain
-        return _load_saved(path, device)
+class NotAnOutputFile(ValueError):
+    """The path is not a regular file (a link, a pipe, a device, a folder):
+    the harness writes only regular files there, so the candidate's process
+    put it in their place."""
+
+
+def open_regular(path: str | os.PathLike, limit: int) -> int:
+    """A descriptor for PATH, opened without following a link and without
+    blocking (a pipe put in a file's place opens at once, and is refused),
+    checked to be a regular file of at most LIMIT bytes."""
     try:
-        header = json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"{path}: unreadable header ({exc})") from None
-    start = _data_start(size)
-    total = os.path.getsize(path)
-    described = header.get("leaves") if isinstance(header, dict) else None
-    if not isinstance(described, list) or not isinstance(header.get("structure"), str):
-        raise ValueError(f"{path} is not an output record")
-    for d in described:
-        _check_leaf(d, total - start, path)
-    mapped = _from_file(path, shared=False, size=total, dtype=torch.uint8) if total > start else None
-    leaves: list[Any] = []
-    for d in described:
-        if "number" in d:
-            leaves.append(d["number"])
-        elif d["nbytes"] == 0:
-            leaves.append(_empty(d["shape"], dtype=DTYPES[d["dtype"]], device=device))
-        else:
-            source = byte_view(mapped, start + d["offset"], d)
-            leaves.append(source.to(device, copy=True))
-    del mapped
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NotAnOutputFile(f"{path} is a symbolic link") from None
+        raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise NotAnOutputFile(f"{path} is not a regular file (mode {stat.filemode(info.st_mode)})")
+    if info.st_size > limit:
+        os.close(fd)
+        raise ValueError(f"{path}: {info.st_size} bytes, more than the {limit} an output of its reference's "
+                         "size can take")
+    return fd
+
+
+def _read_exactly(fd: int, view: memoryview, offset: int, path: str) -> None:
+    done = 0
+    while done < len(view):
+        got = os.preadv(fd, [view[done:]], offset + done)
+        if got <= 0:  # shortened after it was opened
+            raise ValueError(f"{path} ended at byte {offset + done}, inside its data")
+        done += got
+
+
+_STAGING_BYTES = 64 << 20
+
+
+def _read_leaf(fd: int, at: int, d: dict[str, Any], device: torch.device | str, path: str) -> torch.Tensor:
+    """One tensor leaf read from the file's bytes into a tensor of its own on
+    DEVICE (read, never mapped: a file shortened while it is read is an error
+    here, not a bus error that kills the judge)."""
+    out = _empty(d["shape"], dtype=DTYPES[d["dtype"]], device=device)
+    flat = out.view(-1).view(torch.uint8)
+    if flat.device.type == "cpu":
+        _read_exactly(fd, memoryview(flat.numpy()), at, path)
+        return out
+    staging = _empty(min(_STAGING_BYTES, d["nbytes"]), dtype=torch.uint8, pin_memory=True)
+    for begin in range(0, d["nbytes"], len(staging)):
+        n = min(len(staging), d["nbytes"] - begin)
+        _read_exactly(fd, memoryview(staging.numpy())[:n], at + begin, path)
+        flat[begin:begin + n].copy_(staging[:n])
+    return out
+
+
+def load_output(path: str | os.PathLike, device: torch.device | str = "cpu", *,
+                limit: int = 1 << 62) -> dict[str, Any]:
+    """An output file of at most LIMIT bytes, its tensors copied onto DEVICE
+    (never views of the file: what the writer does to the file afterwards
+    changes nothing here). Raises NotAnOutputFile for a path that is not a
+    regular file, ValueError for a file that is not an output record."""
+    path = str(path)
+    fd = open_regular(path, limit)
+    with os.fdopen(fd, "rb") as f:
+        if f.read(len(MAGIC)) != MAGIC:  # torch.save's format: an output that is not plain
+            f.seek(0)
+            return _load_saved(f, path, device)
+        size = int.from_bytes(f.read(8), "little")
+        if not 0 < size <= MAX_HEADER:
+            raise ValueError(f"{path}: header of {size} bytes")
+        text = f.read(size)
+        try:
+            header = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"{path}: unreadable header ({exc})") from None
+        start = _data_start(size)
+        total = os.fstat(fd).st_size
+        described = header.get("leaves") if isinstance(header, dict) else None
+        if not isinstance(described, list) or not isinstance(header.get("structure"), str):
+            raise ValueError(f"{path} is not an output record")
+        for d in described:
+            _check_leaf(d, total - start, path)
+        leaves: list[Any] = []
+        for d in described:
+            if "number" in d:
+                leaves.append(d["number"])
+            elif d["nbytes"] == 0:
+                leaves.append(_empty(d["shape"], dtype=DTYPES[d["dtype"]], device=device))
+            else:
+                leaves.append(_read_leaf(fd, start + d["offset"], d, device, path))
     return {"structure": header["structure"], "leaves": leaves}
 
 
@@ -151,8 +209,8 @@ def _check_leaf(d: Any, data_bytes: int, path: str) -> None:
         raise ValueError(f"{path}: a tensor leaf of {nbytes} bytes at {offset} does not fit its shape or the file")
 
 
-def _load_saved(path: str, device: torch.device | str) -> dict[str, Any]:
-    obj = _load(path, map_location=device, weights_only=True)
+def _load_saved(f: Any, path: str, device: torch.device | str) -> dict[str, Any]:
+    obj = _load(f, map_location=device, weights_only=True)
     if not isinstance(obj, dict) or not isinstance(obj.get("structure"), str) or not isinstance(obj.get("leaves"), list):
         raise ValueError(f"{path} is not an output record")
     return obj

@@ -118,13 +118,16 @@ def _discard(s: State, path: Path) -> None:
         pass
 
 
-def _load_near(path: Path, device: torch.device) -> dict[str, Any]:
+def _load_near(path: Path, device: torch.device, expected: dict[str, Any] | None = None) -> dict[str, Any]:
     """An output file loaded onto DEVICE, or kept on the host when the device
-    has no room left (the candidate's process may hold all of it)."""
+    has no room left (the candidate's process may hold all of it). A
+    candidate's file much larger than the EXPECTED (kept) output is refused unread."""
+    limit = 1 << 62 if expected is None else \
+        2 * trees.tree_nbytes(expected["leaves"]) + outputfiles.MAX_HEADER + (64 << 20)
     try:
-        return outputfiles.load_output(path, device)
+        return outputfiles.load_output(path, device, limit=limit)
     except torch.OutOfMemoryError:
-        return outputfiles.load_output(path)
+        return outputfiles.load_output(path, limit=limit)
 
 
 def _on_host(output: dict[str, Any]) -> dict[str, Any]:
@@ -455,9 +458,10 @@ def judge(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]], atol:
             elif case.get("described") is not None:
                 theirs = _described(s, case["name"], case["described"])
             else:
-                theirs = _load_near(path, s.device)
+                theirs = _load_near(path, s.device, mine)
         except Exception as exc:  # noqa: BLE001 - a file the candidate's process wrote
-            results.append({"ok": False, "unreadable": f"{type(exc).__name__}: {exc}"[:500]})
+            results.append({"ok": False, "unreadable": f"{type(exc).__name__}: {exc}"[:500],
+                            "tampered": isinstance(exc, outputfiles.NotAnOutputFile)})
             continue
         finally:
             _discard(s, path)
