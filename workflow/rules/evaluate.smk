@@ -29,9 +29,9 @@ for _n in sorted({m["n"] for m in METHODS.values()}):
         conda:
             TIMING_ENV
         shell:
-            "TORCH_CUDA_ARCH_LIST={params.arch:q} $KERNELSWEEP_PYTHON -m kernelsweep compile-turn "
-            "--candidates {input.candidates} --device {params.device} --jobs {threads} "
-            "--build-dir {params.build} --timeout {params.timeout} > {log} 2>&1"
+            "TORCH_CUDA_ARCH_LIST={params.arch:q} \"$KERNELSWEEP_PYTHON\" -m kernelsweep compile-turn "
+            "--candidates {input.candidates:q} --device {params.device} --jobs {threads} "
+            "--build-dir {params.build:q} --timeout {params.timeout} > {log:q} 2>&1"
 
 
 rule evaluate:
@@ -57,9 +57,9 @@ rule evaluate:
     conda:
         TIMING_ENV
     shell:
-        "TORCH_CUDA_ARCH_LIST={params.arch:q} $KERNELSWEEP_PYTHON -m kernelsweep gpu-slots run {params.slots} --late -- "
-        "$KERNELSWEEP_PYTHON -m kernelsweep evaluate-candidate "
-        "--candidate {input.candidate} --response {input.response} --build {input.build} "
-        "--reference {input.reference} --task {input.task} --precision {wildcards.precision} {params.args} "
-        "--build-dir {params.build} "
-        "--out {output} > {log} 2>&1"
+        "TORCH_CUDA_ARCH_LIST={params.arch:q} \"$KERNELSWEEP_PYTHON\" -m kernelsweep gpu-slots run {params.slots} --late -- "
+        "\"$KERNELSWEEP_PYTHON\" -m kernelsweep evaluate-candidate "
+        "--candidate {input.candidate:q} --response {input.response:q} --build {input.build:q} "
+        "--reference {input.reference:q} --task {input.task:q} --precision {wildcards.precision} {params.args} "
+        "--build-dir {params.build:q} "
+        "--out {output:q} > {log:q} 2>&1"

@@ -29,6 +29,6 @@ if REACT_METHODS:
         conda:
             TIMING_ENV
         shell:
-            "TORCH_CUDA_ARCH_LIST={params.arch:q} $KERNELSWEEP_PYTHON -m kernelsweep react --spec {params.spec:q} "
-            "--task {input.task} --reference {input.reference} --cell-dir {params.cell_dir} --out {output} "
-            "> {log} 2>&1"
+            "TORCH_CUDA_ARCH_LIST={params.arch:q} \"$KERNELSWEEP_PYTHON\" -m kernelsweep react --spec {params.spec:q} "
+            "--task {input.task:q} --reference {input.reference:q} --cell-dir {params.cell_dir:q} --out {output:q} "
+            "> {log:q} 2>&1"

@@ -24,9 +24,9 @@ rule profile:
     conda:
         TIMING_ENV
     shell:
-        "$KERNELSWEEP_PYTHON -m kernelsweep gpu-slots run {params.slots} --late -- "
-        "$KERNELSWEEP_PYTHON -m kernelsweep profile {input} --device {wildcards.device} --precision {wildcards.precision} "
-        "--timeout {params.timeout} {params.peaks} --out {output} > {log} 2>&1"
+        "\"$KERNELSWEEP_PYTHON\" -m kernelsweep gpu-slots run {params.slots} --late -- "
+        "\"$KERNELSWEEP_PYTHON\" -m kernelsweep profile {input:q} --device {wildcards.device} --precision {wildcards.precision} "
+        "--timeout {params.timeout} {params.peaks} --out {output:q} > {log:q} 2>&1"
 
 
 rule baseline:
@@ -48,7 +48,7 @@ rule baseline:
     conda:
         TIMING_ENV
     shell:
-        "$KERNELSWEEP_PYTHON -m kernelsweep gpu-slots run {params.slots} --late -- "
-        "$KERNELSWEEP_PYTHON -m kernelsweep baseline-task {input} --device {wildcards.device} --precision {wildcards.precision} "
+        "\"$KERNELSWEEP_PYTHON\" -m kernelsweep gpu-slots run {params.slots} --late -- "
+        "\"$KERNELSWEEP_PYTHON\" -m kernelsweep baseline-task {input:q} --device {wildcards.device} --precision {wildcards.precision} "
         "--modes {params.modes} --timing-trials {params.trials} --timeout {params.timeout} "
-        "--out {output} > {log} 2>&1"
+        "--out {output:q} > {log:q} 2>&1"

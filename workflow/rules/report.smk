@@ -15,7 +15,7 @@ rule study_manifest:
         CPU_ENV
     localrule: True
     shell:
-        "$KERNELSWEEP_PYTHON -m kernelsweep manifest --config {params.config:q} --tasks {input} --out {output} > {log} 2>&1"
+        "\"$KERNELSWEEP_PYTHON\" -m kernelsweep manifest --config {params.config:q} --tasks {input:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule report:
@@ -43,5 +43,5 @@ rule report:
         CPU_ENV
     localrule: True
     shell:
-        "$KERNELSWEEP_PYTHON -m kernelsweep report --results {params.results} --out {params.out} --study {input.study} "
-        "--jobs {threads} > {log} 2>&1"
+        "\"$KERNELSWEEP_PYTHON\" -m kernelsweep report --results {params.results:q} --out {params.out:q} --study {input.study:q} "
+        "--jobs {threads} > {log:q} 2>&1"

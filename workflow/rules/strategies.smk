@@ -4,9 +4,9 @@
 # a prompt reads (profile, previous selection, analysis, brief, feedback).
 
 PROMPT_THEN_GENERATE = (
-    "$KERNELSWEEP_PYTHON -m kernelsweep prompt --spec {params.spec:q} --inputs {params.inputs:q} --out {params.prompt} > {log} 2>&1 && "
-    "$KERNELSWEEP_PYTHON -m kernelsweep generate --model {wildcards.model} --model-spec {params.model:q} "
-    "--prompt {params.prompt} --out-dir {params.out_dir} >> {log} 2>&1"
+    "\"$KERNELSWEEP_PYTHON\" -m kernelsweep prompt --spec {params.spec:q} --inputs {params.inputs:q} --out {params.prompt:q} > {log:q} 2>&1 && "
+    "\"$KERNELSWEEP_PYTHON\" -m kernelsweep generate --model {wildcards.model} --model-spec {params.model:q} "
+    "--prompt {params.prompt:q} --out-dir {params.out_dir:q} >> {log:q} 2>&1"
 )
 
 
@@ -78,15 +78,15 @@ rule select:
     log:
         cell_log("select", f"{layout.TURN_DIR}.log"),
     params:
-        previous=lambda w, input: f"--previous {input.previous}" if "previous" in input.keys() else "",
+        previous=lambda w, input: f"--previous {shlex.quote(input.previous)}" if "previous" in input.keys() else "",
         goal=lambda w: method_of(w)["goal"],
         last=lambda w: "--last" if int(w.turn) == method_of(w)["turns"] - 1 else "",
     conda:
         CPU_ENV
     localrule: True
     shell:
-        "$KERNELSWEEP_PYTHON -m kernelsweep select --turn {wildcards.turn} --evals {input.evals} {params.previous} "
-        "--goal {params.goal} {params.last} --out {output} > {log} 2>&1"
+        "\"$KERNELSWEEP_PYTHON\" -m kernelsweep select --turn {wildcards.turn} --evals {input.evals:q} {params.previous} "
+        "--goal {params.goal} {params.last} --out {output:q} > {log:q} 2>&1"
 
 
 rule final:
@@ -100,5 +100,5 @@ rule final:
         CPU_ENV
     localrule: True
     shell:
-        "$KERNELSWEEP_PYTHON -m kernelsweep final --selection {input.selection} --responses {input.responses} "
-        "--evals {input.evals} --roles {input.roles} --out {output} > {log} 2>&1"
+        "\"$KERNELSWEEP_PYTHON\" -m kernelsweep final --selection {input.selection:q} --responses {input.responses:q} "
+        "--evals {input.evals:q} --roles {input.roles:q} --out {output:q} > {log:q} 2>&1"

@@ -14,8 +14,8 @@ rule tasks:
         CPU_ENV
     localrule: True
     shell:
-        "$KERNELSWEEP_PYTHON -m kernelsweep tasks write --selection {params.selection:q} --repo-root {params.root:q} "
-        "--task {wildcards.task} --out {output} > {log} 2>&1"
+        "\"$KERNELSWEEP_PYTHON\" -m kernelsweep tasks write --selection {params.selection:q} --repo-root {params.root:q} "
+        "--task {wildcards.task} --out {output:q} > {log:q} 2>&1"
 
 
 rule reference_source:
@@ -30,4 +30,4 @@ rule reference_source:
         CPU_ENV
     localrule: True
     shell:
-        "$KERNELSWEEP_PYTHON -m kernelsweep tasks reference {input} --out {output} > {log} 2>&1"
+        "\"$KERNELSWEEP_PYTHON\" -m kernelsweep tasks reference {input:q} --out {output:q} > {log:q} 2>&1"
