@@ -8,7 +8,7 @@
 #   floor.log, adversarial.log, precision.log
 # BENCH_TASKS: the replay tasks the bench takes, e.g. L2-001,L3-004 (default: the first BENCH_REPLAY).
 # SUITE_ONLY: a pytest -k expression over the suite's case ids, e.g. "hung_kernel or healthy_after_hang".
-# Usage: scripts/gpu_eval_suite.sh [suite] [bench] [baseline] [floor] [adversarial] [precision]
+# Usage: scripts/gpu_eval_suite.sh [suite] [bench] [baseline] [floor] [adversarial] [precision] [tmpclone]
 #   (default: suite bench baseline floor). bench compares with KernelBench's
 #   evaluator on the same candidates (needs its pydantic wheels; see docs/gpu-notes.md).
 set -uo pipefail
@@ -60,7 +60,18 @@ for part in $parts; do
           --device cuda --modes "${BASELINE_MODES:-eager,inductor-default,inductor-reduce-overhead}" \
           --timing-trials 50 --timeout 120 --log-dir "$WORK/logs/baseline" --out "$OUT/baseline.json" \
           > /dev/null || status=1 ;;
-    *) echo "unknown part: $part (suite, bench, baseline, floor, adversarial, precision)" >&2; status=2 ;;
+    tmpclone)
+      # A checkout and its venv under /tmp, the path with spaces (hidden from every worker but
+      # for what the interpreter needs): the confinement check, then a CUDA build judged from there.
+      clone="/tmp/ks gpu clone"; rm -rf "$clone"; mkdir -p "$clone"
+      cp -r src "$clone/src"; cp -r tests "$clone/tests"
+      $PY -m venv --system-site-packages "$clone/.venv" && echo "$clone/src" > "$("$clone/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/checkout.pth"
+      (cd "$clone" && env -u PYTHONPATH .venv/bin/python -m kernelsweep confinement --device cuda \
+        && env -u PYTHONPATH timeout 300 .venv/bin/python -m kernelsweep eval --device cuda --trials 2 --timing-trials 20 \
+             --build-dir "$clone/build" tests/evaluator/fixtures/references/vector_add.py tests/evaluator/fixtures/cuda/cuda_add.py \
+             > "$OUT/tmpclone.json") 2>&1 | tee "$OUT/tmpclone.log" || status=1
+      $PY -c "import json,sys; r=json.load(open(sys.argv[1])); print('tmpclone:', r['category'], r['provenance']['confinement'], 'custom_kernel', r['custom_kernel'])" "$OUT/tmpclone.json" 2>&1 | tee -a "$OUT/tmpclone.log" || status=1 ;;
+    *) echo "unknown part: $part (suite, bench, baseline, floor, adversarial, precision, tmpclone)" >&2; status=2 ;;
   esac
 done
 # Worker logs, trimmed so the archive stays small.
