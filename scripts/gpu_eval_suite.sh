@@ -65,7 +65,10 @@ for part in $parts; do
       # for what the interpreter needs): the confinement check, then a CUDA build judged from there.
       clone="/tmp/ks gpu clone"; rm -rf "$clone"; mkdir -p "$clone"
       cp -r src "$clone/src"; cp -r tests "$clone/tests"
-      $PY -m venv --system-site-packages "$clone/.venv" && echo "$clone/src" > "$("$clone/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/checkout.pth"
+      # The image's python is a venv itself: the clone's venv reaches its packages through a link in the clone.
+      ln -s "$($PY -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" "$clone/packages"
+      $PY -m venv --without-pip "$clone/.venv" && printf '%s\n' "$clone/src" "$clone/packages" \
+        > "$("$clone/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/checkout.pth"
       (cd "$clone" && env -u PYTHONPATH .venv/bin/python -m kernelsweep confinement --device cuda \
         && env -u PYTHONPATH timeout 300 .venv/bin/python -m kernelsweep eval --device cuda --trials 2 --timing-trials 20 \
              --build-dir "$clone/build" tests/evaluator/fixtures/references/vector_add.py tests/evaluator/fixtures/cuda/cuda_add.py \

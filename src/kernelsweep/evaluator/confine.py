@@ -87,6 +87,10 @@ def check_workers(device: str = "cpu", timeout_s: float = 600.0) -> str | None:
     interpreter, same visible paths) and have it import torch and the harness
     (and count the GPUs on cuda): None when it did, else what went wrong and
     what to change. A run does this once before its first job."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return f"torch is not installed for {sys.executable} (the interpreter the jobs run): install it there"
     try:
         found = mechanism()
     except HarnessError as e:
