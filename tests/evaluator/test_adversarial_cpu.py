@@ -517,3 +517,52 @@ def test_output_file_swapped_for_something_that_blocks_is_a_cheat(run_eval, tmp_
     assert r["category"] == "cheat" and "output_file_tampered" in r["flags"], _why(r)
     assert time.monotonic() - started < 50, "the judge waited for the swapped file"
     _never_forged(r)
+
+
+def test_work_deferred_into_a_replaced_copy_never_runs(run_eval):
+    """Issue 34: forward returns an empty output at once, hoping the real work
+    runs when the harness copies the output after the call (Tensor.clone
+    replaced in the candidate's process; believed ~3.6x faster before). The
+    harness copies through the method it captured before the candidate was
+    imported: the work never runs, the output is what forward returned."""
+    r = _adv(run_eval, "slow_add", "defer_into_harness", timing_trials=40)
+    assert r["category"] == "wrong_output", _why(r)
+    _never_forged(r)
+
+
+def test_work_deferred_into_a_profile_hook_is_a_cheat(run_eval):
+    """Issue 34: the same deferral through sys.setprofile, set in forward: the
+    hook computes when the harness's copy calls into C, then removes itself.
+    The harness looks for hooks before its own code runs after each call."""
+    r = _adv(run_eval, "slow_add", "defer_into_profile_hook", timing_trials=40)
+    assert r["category"] == "cheat" and "interpreter_hooks" in r["flags"], _why(r)
+    _never_forged(r)
+
+
+def test_an_honest_candidate_has_no_hidden_time(run_eval):
+    """The look-alike: the same row-by-row sum computed inside forward."""
+    r = _adv(run_eval, "slow_add", "honest_slow_add", timing_trials=40)
+    windows = r["timing"]["windows"]
+    assert "timing_unaccounted" not in r["flags"] and not windows["unaccounted"], windows
+    assert r["correct"], _why(r)
+
+
+# ------------------------------------------- a custom kernel does the work ---
+@pytest.mark.parametrize("name", ["kernel_identity", "kernel_sliver"])
+def test_a_kernel_in_name_only_is_not_a_custom_kernel(run_eval, name):
+    """Issue 34: an extension whose only called function returns its argument,
+    and one that computes 64 of 4,194,304 elements. Both are called on every
+    forward and their results are used; the share of the calls' time inside
+    the extension is far below settings.KERNEL_SHARE_MIN."""
+    r = _adv(run_eval, "vector_add", name, timing_trials=20)
+    assert r["category"] == "no_custom_kernel" and "kernel_share_low" in r["flags"], \
+        (_why(r), r["kernel_evidence"])
+    assert r["kernel_evidence"]["share"] < 0.1 and r["custom_kernel"] is False
+    _never_forged(r)
+
+
+def test_a_kernel_that_does_the_work_has_its_share(run_eval, cpu_library):
+    """The look-alike: the extension computes every element."""
+    r = run_eval("vector_add", "cpp_add", timing_trials=20)
+    assert r["custom_kernel"] and "kernel_share_low" not in r["flags"], (_why(r), r["kernel_evidence"])
+    assert r["kernel_evidence"]["share"] > 0.5

@@ -200,3 +200,22 @@ def test_cuda_variants_cannot_be_crowded_out(run_cuda):
     r = run_cuda("add_sized", ADV_CUDA / "cuda_crowd_variants.py")
     assert r["category"] == "wrong_on_variant", _why(r)
     _never_forged(r)
+
+
+@pytest.mark.parametrize("use", ["identity", "sliver"])
+def test_a_kernel_in_name_only_is_not_a_custom_kernel(run_cuda, tmp_path, use):
+    """Issue 34 on a GPU: an identity entry point, or a kernel over 64 of 4 M
+    elements, called on every forward with its result used. One secretly
+    chosen timed call is measured with events around each extension call:
+    the extension's share of that call's time is far below
+    settings.KERNEL_SHARE_MIN."""
+    r = run_cuda("vector_add", _from_template(ADV_CUDA / "cuda_kernel_sliver.py", tmp_path, USE=use))
+    assert r["category"] == "no_custom_kernel" and "kernel_share_low" in r["flags"], \
+        (_why(r), r["kernel_evidence"])
+    _never_forged(r)
+
+
+def test_a_cuda_kernel_that_does_the_work_has_its_share(run_cuda):
+    """The look-alike: a CUDA kernel over every element."""
+    r = run_cuda("vector_add", FIXTURES / "cuda" / "cuda_add.py")
+    assert r["custom_kernel"] and r["kernel_evidence"]["share"] > 0.5, (_why(r), r["kernel_evidence"])

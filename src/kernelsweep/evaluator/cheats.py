@@ -36,6 +36,12 @@ FLAGS = {f.name: f for f in (
          "the reference ran slower beside the candidate than alone"),
     Flag("report_tampered", CHEAT, "parent, report channel",
          "a worker sent more than one result, or lines without the run's nonce"),
+    Flag("interpreter_hooks", CHEAT, "candidate worker, after each call and before saving outputs",
+         "a profile, trace or monitoring hook was set while the harness's own code ran: candidate code "
+         "running inside the harness's copying or saving of outputs"),
+    Flag("timing_unaccounted", CHEAT, "parent, its own clock around each timed block",
+         "the candidate's blocks took more time than their claimed calls and the harness's work explain: "
+         "work moved out of the timed spans (hidden time per call above the claimed time and the noise)"),
     Flag("excessive_speedup", CHEAT, "parent, timing",
          "beyond the configured speedup bound, or faster than writing the output allows"),
     Flag("reference_modified", CHEAT, "parent", "the reference file changed during the evaluation"),
@@ -45,6 +51,9 @@ FLAGS = {f.name: f for f in (
          "the extension ran, but perturbing what it returned did not change the output"),
     Flag("kernel_unused_when_timed", NOT_A_KERNEL, "parent, a perturbed timed call",
          "during timing the output did not depend on the extension"),
+    Flag("kernel_share_low", NOT_A_KERNEL, "candidate worker's timed calls (a measured one on a GPU)",
+         "the candidate's own code accounts for less than settings.KERNEL_SHARE_MIN of the forward's time "
+         "(an identity entry point, a kernel over a sliver of the data)"),
     Flag("patched_harness", CHEAT, "candidate worker",
          "the candidate replaced the timing, comparison or reporting functions the harness measures with"),
     Flag("patched_torch", INFO, "candidate worker",

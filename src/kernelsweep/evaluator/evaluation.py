@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from kernelsweep import fileio, gpu_slots, metrics, shapes
-from kernelsweep.evaluator import cheats, classify, confine, devices, record, sandbox, settings, source
+from kernelsweep.evaluator import cheats, classify, confine, devices, record, sandbox, settings, source, trusted_clock
 from kernelsweep.evaluator.errors import HarnessError
 from kernelsweep.evaluator.sandbox import Worker, child_env
 
@@ -110,6 +110,29 @@ def _disk_note(worker: Worker) -> str:
     except OSError:
         return ""
     return f" (the disk of {worker.cwd} is full: {free / 2**20:.0f} MiB free)" if free < DISK_MARGIN else ""
+
+
+def _inside_extension(reply: dict[str, Any]) -> list[tuple[float, float]]:
+    """(ms inside the extension's calls, the call's claimed ms) for each call
+    the candidate's worker measured (workers/candidate.block), as bounded numbers."""
+    ms, inside = reply.get("ms"), reply.get("inside_ms")
+    if not isinstance(inside, dict) or not isinstance(ms, list):
+        return []
+    found = []
+    for key, value in inside.items():
+        i = int(key) if isinstance(key, str) and key.isdigit() else -1
+        if 0 <= i < len(ms) and type(value) in (int, float) and math.isfinite(value) and value >= 0:
+            found.append((float(value), float(ms[i])))
+    return found
+
+
+def _work_share(inside: list[tuple[float, float]]) -> float | None:
+    """The share of the measured calls' time spent inside the candidate's own
+    extension calls (0-1), or None when no call was measured."""
+    total = sum(call for _, call in inside)
+    if not inside or total <= 0:
+        return None
+    return round(min(1.0, sum(ext for ext, _ in inside) / total), 4)
 
 
 def _secret_seed() -> int:
@@ -611,6 +634,13 @@ class Evaluation:
             self.flags.append("non_plain_output")
         if not trial.get("on_device", True):
             self.flags.append("output_not_on_device")
+        self._note_hooks(trial)
+
+    def _note_hooks(self, reply: dict[str, Any]) -> None:
+        """Profile, trace or monitoring hooks were set while the harness's own
+        code ran after a call (workers/hooks.py): candidate code inside it."""
+        if reply.get("hooks") and "interpreter_hooks" not in self.flags:
+            self.flags.append("interpreter_hooks")
 
     def _log_path(self) -> str | None:
         """The candidate worker's log, when the caller keeps logs."""
@@ -624,20 +654,35 @@ class Evaluation:
         a, b = ref.send(op, **args), cand.send(op, **args)
         return ref.reply(a), cand.reply(b)
 
-    def _ref_block(self, ref: Worker, cand: Worker | None, seeds: list[int], synchronized: bool) -> list[float]:
+    def _ref_block(self, ref: Worker, cand: Worker | None, seeds: list[int], synchronized: bool,
+                   windows: list[trusted_clock.Block] | None = None) -> list[float]:
         """The reference's timed calls, the candidate frozen meanwhile; cand is
         None once the candidate has ended (nothing to freeze, and its pids may
-        be reused by now)."""
+        be reused by now). WINDOWS gets the block's window (trusted_clock.py)."""
         with self._spent("timing_reference"):
             if cand is not None:
                 cand.freeze()
             try:
+                sent = time.monotonic()
                 reply = ref.request("block", seeds=seeds, synchronized=synchronized)
+                window = time.monotonic() - sent
             finally:
                 if cand is not None:
                     cand.thaw()
         self._reference_ok(ref, reply, "being timed" if cand is not None else "being timed again")
+        if windows is not None:
+            windows.append(trusted_clock.Block(window * 1e3, reply["ms"]))
         return reply["ms"]
+
+    def _cand_block(self, cand: Worker, windows: list[trusted_clock.Block], **args: Any) -> dict | None:
+        """The candidate's timed calls, its block's window kept (trusted_clock.py)."""
+        with self._spent("timing_candidate"):
+            sent = time.monotonic()
+            reply = cand.request("block", **args)
+            window = time.monotonic() - sent
+        if reply and reply.get("status") == "ok" and isinstance(reply.get("ms"), list):
+            windows.append(trusted_clock.Block(window * 1e3, reply["ms"]))
+        return reply
 
     @staticmethod
     def _reference_ok(ref: Worker, reply: dict | None, doing: str) -> None:
@@ -683,14 +728,18 @@ class Evaluation:
         checked = set(self.rng.sample(range(len(timed)), min(len(timed), CHECKED_CALLS)))
         armed_block = self.rng.randrange(len(blocks))
         extension_used = any(t.get("extension_calls") for t in self.trial_signals)
+        inside: list[tuple[float, float]] = []  # (ms inside the extension's calls, the call's ms)
+        ref_windows: list[trusted_clock.Block] = []
+        cand_windows: list[trusted_clock.Block] = []
         for b, block in enumerate(blocks):
-            ref_ms += self._ref_block(ref, cand, block, False)
+            ref_ms += self._ref_block(ref, cand, block, False, ref_windows)
             armed_at = self.rng.randrange(len(block)) if b == armed_block else None
-            with self._spent("timing_candidate"):
-                reply = cand.request("block", seeds=block, armed_at=armed_at)
+            reply = self._cand_block(cand, cand_windows, seeds=block, armed_at=armed_at)
             if not reply or reply.get("status") != "ok":
                 return self._candidate_stopped(cand, reply)
             cand_ms += reply["ms"]
+            inside += _inside_extension(reply)
+            self._note_hooks(reply)
             if not reply["plain"]:
                 self.flags.append("non_plain_output")
             positions = [p for p in range(len(block)) if b * size + p in checked]
@@ -703,8 +752,10 @@ class Evaluation:
                 names = [f"timed_b{b}_{p}.pt" for p in positions]
                 sample_seed = self.rng.randrange(2**31)  # sent after the calls: positions unknown before
                 with self._spent("timing_checks"):
-                    if not cand.request("save", positions=positions, names=names, sample_seed=sample_seed):
+                    saved = cand.request("save", positions=positions, names=names, sample_seed=sample_seed)
+                    if not saved:
                         return self._candidate_stopped(cand, None)
+                    self._note_hooks(saved)
                     self._reference_ok(ref, ref.request("outputs", seeds=[block[p] for p in positions],
                                                         names=names, sample_seed=sample_seed),
                                        "saving outputs for the timed checks")
@@ -717,21 +768,27 @@ class Evaluation:
             with self._spent("timing_sentinels"):
                 synchronized = self._hidden_work(ref, cand, blocks[0], ref_ms, cand_ms)
             if synchronized:
-                ref_ms, cand_ms = [], []
+                ref_ms, cand_ms, ref_windows, cand_windows = [], [], [], []
                 for block in blocks:
-                    ref_ms += self._ref_block(ref, cand, block, True)
-                    reply = cand.request("block", seeds=block, synchronized=True)
+                    ref_ms += self._ref_block(ref, cand, block, True, ref_windows)
+                    reply = self._cand_block(cand, cand_windows, seeds=block, synchronized=True)
                     if not reply or reply.get("status") != "ok":
                         return self._candidate_stopped(cand, reply)
                     cand_ms += reply["ms"]
-        # A profiled call only where nothing else can show a launch: a kernel the
-        # source defines (Triton, a custom op) and no extension module was built.
-        observe = (cfg.device == "cuda" and source.defines_kernel(self.src.evidence, cfg.device)
-                   and not self.record["builds"])
+        # On a GPU a profiled call for every candidate that defines a kernel: its kernels'
+        # share of the device time (the work share), and the launch evidence where no
+        # extension module was built to count calls into (Triton, a custom op).
+        observe = cfg.device == "cuda" and source.defines_kernel(self.src.evidence, cfg.device)
         with self._spent("timing_report"):
             report = cand.request("report", observe=observe)
         if not report or report.get("status") != "ok":
             return self._candidate_stopped(cand, report)
+        if extension_used and cfg.device == "cpu":
+            self.record["kernel_evidence"]["share"] = _work_share(inside)
+        audit = trusted_clock.audit(ref_windows, cand_windows)
+        self.record.setdefault("timing", {})["windows"] = audit
+        if audit["unaccounted"]:
+            self.flags.append("timing_unaccounted")
         if not synchronized and self._slowed(ref_ms, alone):
             self._blame_slowdown(ref, cand, blocks[:max(1, BLAME_CALLS // size)], alone)
         self.stage_s["timing"] = round(time.monotonic() - t_start, 3)
@@ -819,6 +876,11 @@ class Evaluation:
             self.flags.append("excessive_speedup")
         launched = self._launched(report)
         self.record["kernel_evidence"]["launched"] = launched
+        share = self.record["kernel_evidence"].get("share")
+        if share is None and (report.get("launch") or {}).get("share") is not None:
+            share = self.record["kernel_evidence"]["share"] = report["launch"]["share"]
+        if launched["launched"] and share is not None and share < settings.KERNEL_SHARE_MIN:
+            self.flags.append("kernel_share_low")
         static = source.defines_kernel(self.src.evidence, cfg.device)
         self.record["custom_kernel"] = bool(static and launched["launched"]
                                             and not set(self.flags) & cheats.NOT_A_KERNEL_FLAGS)

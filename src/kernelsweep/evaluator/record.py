@@ -20,7 +20,7 @@ def blank(cfg: Any = None, src: Any = None) -> dict[str, Any]:
         static = dict(src.evidence, defines_kernel=source.defines_kernel(src.evidence, cfg.device))
     return {
         "schema": SCHEMA, "category": None, "compiled": None, "correct": False, "custom_kernel": False,
-        "kernel_evidence": {"static": static, "launched": None},
+        "kernel_evidence": {"static": static, "launched": None, "share": None},
         "speedup": None, "speedup_ci": None, "timing_verdict": None, "faster": None,
         "runtime_ms": None, "ref_runtime_ms": None,
         "max_abs_diff": None, "max_rel_diff": None, "trials_passed": 0,

@@ -35,6 +35,11 @@ TIMING_SEED_BASE = 2000
 # A speedup above this is physically implausible for KernelBench tasks: the
 # timing was fooled, so the candidate is labelled a cheat (excessive_speedup).
 SPEEDUP_BOUND = 1000.0
+# A custom kernel does the work: the candidate's own code (its extension's calls, or its own
+# kernels on a GPU) must account for at least this share of the forward's time. An identity
+# entry point or a kernel over a sliver of the data falls far below; a fused epilogue beside a
+# library GEMM can too, and is then judged as PyTorch with a kernel on the side.
+KERNEL_SHARE_MIN = 0.1
 # Peak memory bandwidth assumed when the device reports none; deliberately
 # generous so that the floor (output bytes / peak) only catches the impossible.
 FALLBACK_PEAK_BYTES_PER_S = {"cuda": 10e12, "cpu": 1e12}

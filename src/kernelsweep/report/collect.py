@@ -27,7 +27,7 @@ ENVIRONMENT_KEYS = ("device_name", "driver", "torch", "cuda", "python")
 
 KEY_COLUMNS = ["precision", "model", "method", "task", "level", "sample"]
 OUTCOME_COLUMNS = ["category", "compiled", "correct", "custom_kernel", "kernel_success", "plain_pytorch_correct",
-                   "correct_task_shape"]
+                   "correct_task_shape", "kernel_share"]
 
 
 @dataclass
@@ -132,6 +132,8 @@ def outcome(result: Mapping[str, Any] | None) -> dict[str, Any]:
         # what a single-shape evaluation counts as correct: right on the task's own
         # shape (`correct` also needs every shape variant, docs/taxonomy.md)
         "correct_task_shape": (category in verdict.CORRECT_ON_TASK_SHAPE) if evaluated else None,
+        # the share of the forward's time in the candidate's own code (kernel_evidence.share)
+        "kernel_share": (result.get("kernel_evidence") or {}).get("share") if evaluated else None,
     }
 
 

@@ -289,12 +289,14 @@ def _verdict_text(row: dict[str, Any]) -> str:
     text = str(row["category"])
     if row["category"] in verdict.NUMERICALLY_CORRECT and not _missing(row["speedup_eager"]):
         text += f" {row['speedup_eager']:.2f}x"
+    if row["category"] in verdict.NUMERICALLY_CORRECT and not _missing(row.get("kernel_share")):
+        text += f" (kernel share {row['kernel_share']:.2f})"
     return text
 
 
 def per_task(cells: pd.DataFrame, spec: StudySpec) -> Table:
     data = cells[["task", "level", "model", "method", "sample", "status", "category", "speedup_eager",
-                  "speedup_compile"]].copy()
+                  "speedup_compile", "kernel_share"]].copy()
     display = []
     records = cells.to_dict("records")
     for task in spec.tasks:
@@ -307,7 +309,8 @@ def per_task(cells: pd.DataFrame, spec: StudySpec) -> Table:
         display.append(line)
     note = ("The final verdict of every method on every task (one entry per sample, separated by ';'): the "
             "category of the final candidate, with its speedup over eager PyTorch for numerically correct ones "
-            "(no_custom_kernel is plain PyTorch, never a kernel success). 'missing' marks a cell without "
+            "and the share of the forward's time its own kernel code accounts for where it was measured "
+            "(no_custom_kernel is plain PyTorch, or a kernel under a tenth of the work: never a kernel success). 'missing' marks a cell without "
             "final.json; 'no_candidate' / 'generation_failed' a cell that ended without an evaluated candidate.")
     return Table("per_task", "Final verdict per task", note, data, [Part(None, pd.DataFrame(display))])
 

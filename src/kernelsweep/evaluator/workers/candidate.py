@@ -39,8 +39,8 @@ import torch
 
 from kernelsweep import taskcode
 from kernelsweep.evaluator import settings
-from kernelsweep.evaluator.workers import (devicehandoff, frame, guard, kernels, machine, mathmodes, outputfiles,
-                                          seeding, trees)
+from kernelsweep.evaluator.workers import (devicehandoff, frame, guard, hooks, kernels, machine, mathmodes,
+                                          outputfiles, seeding, trees)
 from kernelsweep.evaluator.workers.buildhooks import BuildHooks
 from kernelsweep.evaluator.workers.clock import Clock
 from kernelsweep.evaluator.workers.perturb import Perturber
@@ -203,7 +203,8 @@ def _call_checked(s: State, inputs: list, seed: int, armed: bool,
     # The modes in force when the call returned (set in forward and left on, or set earlier).
     s.reduced.update(mathmodes.reduced_precision(mathmodes.GlobalSettings.capture()))
     structure, leaves = trees.flatten_output(out)
-    at_return = [x.clone() if isinstance(x, torch.Tensor) else x for x in leaves]
+    hooked = hooks.installed()
+    at_return = [trees.copy(x) if isinstance(x, torch.Tensor) else x for x in leaves]
     _settle(s.device, threads)
     spans = [trees.storage_span(t) for t in trees.tensors_in(leaves)]
     reused = any(sp and sp[1] > sp[0] and any(p and p[0] < sp[1] and sp[0] < p[1]
@@ -218,6 +219,7 @@ def _call_checked(s: State, inputs: list, seed: int, armed: bool,
         "plain": trees.plain(leaves),
         "perturbed_calls": s.perturber.fired if armed else None,
         "extension_calls": s.perturber.returned - returned,
+        "hooks": hooked,
     }
     s.alive.append(trees.tensors_in(leaves))
     # The state at return is what is judged: work finishing later is not counted.
@@ -324,18 +326,29 @@ def warmup(ctx: frame.WorkerContext, s: State, seeds: list[int]) -> dict[str, An
 def block(ctx: frame.WorkerContext, s: State, seeds: list[int], synchronized: bool = False,
           armed_at: int | None = None) -> dict[str, Any]:
     """Time one call on each seed's inputs, made here first (every timed call
-    gets inputs never seen before: no answer can be remembered)."""
+    gets inputs never seen before: no answer can be remembered). On the host
+    the time inside the extension's calls is measured in every call but the
+    armed one (`inside_ms` by call: the work share; on a GPU the profiled
+    call in `report` gives it, from the kernels' own device times)."""
     s.kept = []
     s.inputs = [seeding.make_inputs(s.ref, seed, s.precision, s.device) for seed in seeds]
-    flags = {"plain": True, "on_device": True, "perturbed_calls": None, "extension_calls": 0}
+    flags = {"plain": True, "on_device": True, "perturbed_calls": None, "extension_calls": 0, "hooks": []}
     returned = s.perturber.returned
+    perturber = s.perturber
+    host = s.device.type == "cpu"
+    inside: dict[str, float] = {}
 
     def keep(i: int, out: Any) -> None:
+        if host:
+            if i != armed_at:
+                inside[str(i)] = perturber.inside_ns / 1e6
+            perturber.inside_ns = 0
+        flags["hooks"] = flags["hooks"] or hooks.installed()
         structure, leaves = trees.flatten_output(out)
         flags["plain"] = flags["plain"] and trees.plain(leaves)
         flags["on_device"] = flags["on_device"] and all(
             t.device.type == s.device.type for t in trees.tensors_in(leaves))
-        s.kept.append((structure, [x.clone() if isinstance(x, torch.Tensor) else x for x in leaves]))
+        s.kept.append((structure, [trees.copy(x) if isinstance(x, torch.Tensor) else x for x in leaves]))
         if armed_at is not None and i == armed_at:
             flags["perturbed_calls"] = s.perturber.fired
             s.perturber.armed = False
@@ -345,22 +358,25 @@ def block(ctx: frame.WorkerContext, s: State, seeds: list[int], synchronized: bo
 
     if armed_at == 0:
         s.perturber.fired, s.perturber.armed = 0, True
+    perturber.inside_ns, perturber.measuring = 0, host
     try:
         with torch.no_grad():
             ms = s.clock.block(s.model, s.inputs, synchronized=synchronized, after=keep)
     finally:
         s.perturber.armed = False
+        perturber.measuring = False
     flags["extension_calls"] = s.perturber.returned - returned
-    return {"ms": ms, **flags}
+    return {"ms": ms, "inside_ms": inside, **flags}
 
 
 def save(ctx: frame.WorkerContext, s: State, positions: list[int], names: list[str],
          sample_seed: int) -> dict[str, Any]:
+    hooked = hooks.installed()
     machine.synchronize(s.device)
     for pos, name in zip(positions, names):
         outputfiles.save_output(trees.sampled_output(*s.kept[pos], sample_seed), s.private / name)
     s.kept = []
-    return {}
+    return {"hooks": hooked}
 
 
 def report(ctx: frame.WorkerContext, s: State, observe: bool) -> dict[str, Any]:

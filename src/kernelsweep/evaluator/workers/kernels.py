@@ -41,6 +41,7 @@ def observe(call: Callable[[], Any], *, device: torch.device, extension_modules:
                 calls[f"{module}.{getattr(arg, '__name__', '?')}"] += 1
 
     device_events: list[str] = []
+    device_us: list[tuple[str, float]] = []  # each kernel's duration: the work share
     host_ops: list[str] = []
     # The profiler's first use imports torch._dynamo (seconds of start-up), so
     # on the CPU it runs only when there are custom ops to see; calls into
@@ -63,6 +64,8 @@ def observe(call: Callable[[], Any], *, device: torch.device, extension_modules:
         for evt in prof.events():
             kind = str(getattr(evt, "device_type", ""))
             (device_events if kind.endswith("CUDA") else host_ops).append(evt.name)
+            if kind.endswith("CUDA"):
+                device_us.append((evt.name, float(evt.time_range.elapsed_us())))
             # Older profilers attach kernels to the host op that launched them.
             device_events.extend(k.name for k in getattr(evt, "kernels", []) or [])
     else:
@@ -77,8 +80,13 @@ def observe(call: Callable[[], Any], *, device: torch.device, extension_modules:
     matched = sorted(k for k in kernels if any(p.search(k) for p in patterns))
     unknown = sorted(k for k in kernels if k not in matched and not LIBRARY_KERNEL.search(k))
     custom_ops = sorted({op for op in host_ops if "::" in op and op.split("::", 1)[0] in op_namespaces})
+    share = None
     if device.type == "cuda":
         launched = bool(matched)
+        total = sum(us for name, us in device_us if not name.startswith(("Memcpy", "Memset")))
+        # The candidate's: kernels its source names, and those from no known library (CuPy, PTX).
+        mine = sum(us for name, us in device_us if name in matched or name in unknown)
+        share = round(min(1.0, mine / total), 4) if total > 0 else None
     else:
         launched = bool(calls) or bool(custom_ops)
     return {
@@ -88,4 +96,5 @@ def observe(call: Callable[[], Any], *, device: torch.device, extension_modules:
         "custom_ops": custom_ops[:50],
         "other_kernels": unknown[:50],
         "library_kernels": len([k for k in kernels if k not in matched and k not in unknown]),
+        "share": share,  # the candidate's kernels' share of the call's device time (GPU only)
     }

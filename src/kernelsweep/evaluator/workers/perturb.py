@@ -11,6 +11,7 @@ random by the parent."""
 from __future__ import annotations
 
 import sys
+import time
 import types
 from collections import Counter
 from typing import Any
@@ -38,12 +39,25 @@ def _tensors(obj: Any) -> list[torch.Tensor]:
     return []
 
 
+_perf_ns = time.perf_counter_ns  # captured before any candidate code
+
+
 class Perturber:
     def __init__(self) -> None:
         self.armed = False
         self.calls: Counter = Counter()
         self.returned = 0  # calls that returned, all functions together
         self.fired = 0
+        # Host time inside extension calls while `measuring` (the work share on the
+        # CPU target, workers/candidate.block).
+        self.measuring = False
+        self.inside_ns = 0
+
+    def _timed(self, fn: Any, args: tuple, kwargs: dict) -> Any:
+        t0 = _perf_ns()
+        result = fn(*args, **kwargs)
+        self.inside_ns += _perf_ns() - t0
+        return result
 
     def wrap(self, module: Any) -> Any:
         if not isinstance(module, types.ModuleType):
@@ -61,7 +75,7 @@ class Perturber:
         def call(*args: Any, **kwargs: Any) -> Any:
             # Only calls that return count: one that raised (and was caught) did no work.
             if not perturber.armed:
-                result = fn(*args, **kwargs)
+                result = perturber._timed(fn, args, kwargs) if perturber.measuring else fn(*args, **kwargs)
                 perturber.calls[f"{module_name}.{name}"] += 1
                 perturber.returned += 1
                 return result

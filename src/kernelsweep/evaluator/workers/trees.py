@@ -10,9 +10,12 @@ from typing import Any, Callable
 import torch
 
 _save = torch.save
-
-
 _load = torch.load
+_clone = torch.Tensor.clone  # the harness's copies never go through a method the candidate replaced
+
+
+def copy(t: torch.Tensor) -> torch.Tensor:
+    return _clone(t)
 
 
 def map_tensors(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
@@ -40,7 +43,7 @@ def to_device(obj: Any, device: torch.device) -> Any:
 
 
 def clone_tree(obj: Any) -> Any:
-    return map_tensors(obj, lambda t: t.clone())
+    return map_tensors(obj, copy)
 
 
 def tree_nbytes(obj: Any) -> int:

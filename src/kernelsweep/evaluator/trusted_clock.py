@@ -1,0 +1,60 @@
+"""The timings the candidate's process reports, checked against a clock it
+cannot touch (parent side).
+
+The parent measures its own wall window around each timed block it asks
+for: from sending the command to reading the reply. A block's window holds
+its calls' claimed times plus the harness's own work around them (making
+the inputs, flushing the cache, keeping each output, the replies), which
+the reference's block on the same inputs, timed the same way, measures.
+Work the candidate moves out of its timed spans (into the harness's code
+that runs after a call, hooks, finalizers, other threads) still lands in
+the window: what the claimed times cannot explain, beyond the reference's
+own unexplained time, is the candidate's hidden time.
+
+hidden per call = median over blocks of
+    [(window_c - sum claimed_c) - (window_r - sum claimed_r)] / calls
+It is judged (`timing_unaccounted`, a cheat) only when it exceeds the
+candidate's claimed time per call (more than half of its real time hidden)
+and the reference's own block-to-block spread of unexplained time (noise on
+a loaded machine), never on noise alone. The candidate's trusted time per
+call (its window less the reference's overhead) is recorded either way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+HIDDEN_FLOOR_MS = 0.05   # below this per call, hidden time is never judged
+NOISE_SPREADS = 4.0      # ...nor below this many of the reference's spreads
+
+
+@dataclass(frozen=True)
+class Block:
+    """One timed block: the parent's window and the worker's claimed times."""
+    window_ms: float
+    claimed_ms: Sequence[float]
+
+    @property
+    def unexplained_ms(self) -> float:
+        return self.window_ms - float(sum(self.claimed_ms))
+
+
+def audit(reference: Sequence[Block], candidate: Sequence[Block]) -> dict[str, float | bool | None]:
+    """Blocks paired in order (the same inputs on both sides). Returns the
+    candidate's hidden and trusted time per call, the noise bound used and
+    whether the hidden time is judged."""
+    pairs = [(r, c) for r, c in zip(reference, candidate) if c.claimed_ms and r.claimed_ms]
+    if not pairs:
+        return {"hidden_ms_per_call": None, "trusted_ms_per_call": None, "noise_ms_per_call": None,
+                "unaccounted": False}
+    hidden = [(c.unexplained_ms - r.unexplained_ms) / len(c.claimed_ms) for r, c in pairs]
+    overhead = [r.unexplained_ms / len(r.claimed_ms) for r, _ in pairs]
+    trusted = [(c.window_ms / len(c.claimed_ms)) - o for (_, c), o in zip(pairs, overhead)]
+    q75, q25 = np.percentile(overhead, [75, 25]) if len(overhead) > 1 else (0.0, 0.0)
+    noise = max(HIDDEN_FLOOR_MS, NOISE_SPREADS * float(q75 - q25))
+    claimed = float(np.median([x for _, c in pairs for x in c.claimed_ms]))
+    excess = float(np.median(hidden))
+    return {"hidden_ms_per_call": round(excess, 6), "trusted_ms_per_call": round(float(np.median(trusted)), 6),
+            "noise_ms_per_call": round(noise, 6), "unaccounted": excess > max(claimed, noise)}

@@ -1,0 +1,39 @@
+"""The parent's own clock around each timed block (evaluator/trusted_clock.py):
+hidden time is what the candidate's claimed times and the harness's own
+work (the reference's block on the same inputs) cannot explain; judged only
+above the claimed time and the noise."""
+
+from kernelsweep.evaluator.trusted_clock import Block, audit
+
+
+def _blocks(windows, claimed, calls=4):
+    return [Block(w, [c] * calls) for w, c in zip(windows, claimed)]
+
+
+def test_an_honest_candidate_hides_nothing():
+    ref = _blocks([50, 52, 49, 51], [5, 5, 5, 5])       # 20 ms claimed, ~30 ms of harness work per block
+    cand = _blocks([35, 36, 34, 35], [1.2, 1.2, 1.2, 1.2])
+    got = audit(ref, cand)
+    assert not got["unaccounted"] and abs(got["hidden_ms_per_call"]) < 0.5
+    assert 1.0 < got["trusted_ms_per_call"] < 1.5
+
+
+def test_work_moved_out_of_the_timed_spans_is_judged():
+    ref = _blocks([50, 52, 49, 51], [5, 5, 5, 5])
+    cand = _blocks([50, 51, 50, 52], [0.1, 0.1, 0.1, 0.1])  # claims 0.1 ms, its blocks take as long as the reference's
+    got = audit(ref, cand)
+    assert got["unaccounted"] and got["hidden_ms_per_call"] > 4
+    assert got["trusted_ms_per_call"] > 4  # the time the candidate really takes per call
+
+
+def test_noise_alone_is_never_judged():
+    """A loaded machine: the reference's own unexplained time swings by tens
+    of milliseconds between blocks; a few ms of difference decides nothing."""
+    ref = _blocks([60, 90, 45, 120, 70, 85], [2] * 6)
+    cand = _blocks([75, 80, 95, 60, 100, 70], [0.5] * 6)
+    got = audit(ref, cand)
+    assert not got["unaccounted"] and got["noise_ms_per_call"] > 2
+
+
+def test_no_blocks_no_judgement():
+    assert audit([], [])["unaccounted"] is False
