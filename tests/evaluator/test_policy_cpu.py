@@ -28,3 +28,26 @@ def test_a_candidate_patching_torch_is_still_reported(run_eval):
     r = run_eval("add", "patches_torch_add")
     assert r["category"] == "no_custom_kernel", (r["category"], r["error"])
     assert "patched_torch" in r["flags"] and "torch.add" in r["patched"], r["patched"]
+
+
+def test_weights_folded_at_construction_are_kept(run_eval):
+    """A scale folded into the layer's weights in __init__ stays folded (the
+    reference's weights are not copied over it)."""
+    r = run_eval("linear_scale", "linear_scale_folded")
+    assert r["category"] == "no_custom_kernel", (r["category"], r["error"])
+    assert r["weights"] == {"same": 0, "changed": 2, "absent": 0}, r["weights"]
+
+
+def test_weights_made_in_inference_mode_are_kept(run_eval):
+    """Inference tensors cannot be written into: the copy crashed them."""
+    r = run_eval("linear_scale", "linear_scale_folded_inference")
+    assert r["category"] == "no_custom_kernel", (r["category"], r["error"])
+    assert r["weights"] == {"same": 0, "changed": 0, "absent": 2}, r["weights"]
+
+
+def test_a_candidate_that_does_not_fold_the_scale_is_wrong(run_eval):
+    """The look-alike: the reference's layer under the same seed, the scale
+    forgotten. Its weights are the reference's, its output is not."""
+    r = run_eval("linear_scale", "linear_scale_unfolded")
+    assert r["category"] == "wrong_output", (r["category"], r["error"])
+    assert r["weights"] == {"same": 2, "changed": 0, "absent": 0}, r["weights"]
