@@ -11,8 +11,10 @@ CHEATS = [
     ("near_identity", "cheat_returns_input", "cheat", "returns_input"),
     ("softmax_singleton", "cheat_constant", "cheat", "constant_output"),
     ("add", "cheat_thread", "cheat", "output_changed_after_return"),
-    ("add", "cpp_persistent_buffer", "cheat", "cached_output"),
-    ("add", "cheat_cached_output", "wrong_output", "cached_output"),
+    # A stale answer returned in the same tensor: wrong on the trial's new inputs.
+    ("add", "cheat_cached_output", "wrong_output", "reuses_output_storage"),
+    # Recomputed in the trials, only sometimes once timed: right when judged, wrong when timed.
+    ("add", "buffer_stale_when_timed", "cheat", "timing_output_mismatch"),
     ("add", "cpp_patch_timer", "cheat", "patched_harness"),
     ("add", "cheat_patch_allclose", "wrong_output", "patched_harness"),
     ("add", "cheat_forge_report", "cheat", "report_tampered"),

@@ -51,3 +51,17 @@ def test_a_candidate_that_does_not_fold_the_scale_is_wrong(run_eval):
     r = run_eval("linear_scale", "linear_scale_unfolded")
     assert r["category"] == "wrong_output", (r["category"], r["error"])
     assert r["weights"] == {"same": 2, "changed": 0, "absent": 0}, r["weights"]
+
+
+def test_a_persistent_output_buffer_with_fresh_values_is_correct(run_eval):
+    """torch.add(..., out=self.out) into one buffer kept across calls: the
+    same tensor every call, the right values in it every time."""
+    r = run_eval("add", "out_persistent_buffer")
+    assert r["category"] == "no_custom_kernel", (r["category"], r["error"], r["flags"])
+    assert "reuses_output_storage" in r["flags"] and r["trials_passed"] == 3
+
+
+def test_a_kernel_writing_into_a_persistent_buffer_is_a_kernel(run_eval, cpu_library):
+    r = run_eval("add", "cpp_persistent_buffer")
+    assert r["correct"] and r["custom_kernel"], (r["category"], r["error"], r["flags"])
+    assert "reuses_output_storage" in r["flags"]

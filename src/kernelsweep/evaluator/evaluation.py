@@ -601,8 +601,8 @@ class Evaluation:
             self.flags.append("mutates_inputs")
         if trial["aliases_inputs"] and not case["aliases_inputs"]:
             self.flags.append("returns_input")
-        if trial["reuses_earlier_output"]:
-            self.flags.append("cached_output")
+        if trial["reuses_output_storage"]:
+            self.flags.append("reuses_output_storage")
         if trial["changed_after_return"]:
             self.flags.append("output_changed_after_return")
         if not trial["plain"]:

@@ -15,8 +15,8 @@ uses it (take_device). Commands:
   the preparation built it); the digests of its weights, for the record;
 - trials: one call per secret seed, inputs made here on the device from the
   reference's get_inputs; outputs saved for the parent, with the dynamic
-  signals (inputs mutated or aliased, an output reused, changed after
-  return, not a plain dense tensor); one call, chosen by the parent, runs
+  signals (inputs mutated or aliased, an output's storage reused, changed
+  after return, not a plain dense tensor); one call, chosen by the parent, runs
   with the extension's results perturbed;
 - variant: one call on a shape variant (kernelsweep.shapes): the reference
   module executed with the variant's size constants, ModelNew built from the
@@ -218,7 +218,7 @@ def _call_checked(s: State, inputs: list, seed: int, armed: bool,
     signals = {
         "mutates_inputs": not trees.same_values(inputs, pristine),
         "aliases_inputs": trees.aliases(leaves, inputs),
-        "reuses_earlier_output": reused,
+        "reuses_output_storage": reused,
         "changed_after_return": not trees.same_values(at_return, leaves),
         "on_device": all(t.device.type == s.device.type for t in trees.tensors_in(leaves)),
         "plain": trees.plain(leaves),
@@ -226,7 +226,9 @@ def _call_checked(s: State, inputs: list, seed: int, armed: bool,
         "extension_calls": s.perturber.returned - returned,
     }
     s.alive.append(trees.tensors_in(leaves))
-    # The state at return is what is judged: work finishing later is not counted.
+    # The state at return is what is judged: work finishing later is not counted. So an output
+    # whose storage an earlier call returned too (a static buffer, a CUDA graph's output) is
+    # judged by the values this call put there, and a stale one fails as any wrong answer does.
     return {"structure": structure, "leaves": at_return}, signals
 
 
@@ -341,6 +343,8 @@ def block(ctx: frame.WorkerContext, s: State, seeds: list[int], synchronized: bo
         flags["plain"] = flags["plain"] and trees.plain(leaves)
         flags["on_device"] = flags["on_device"] and all(
             t.device.type == s.device.type for t in trees.tensors_in(leaves))
+        # Cloned now, before the next call: outputs that share one buffer are still
+        # checked call by call, each with the values its own call left there.
         s.kept.append((structure, [x.clone() if isinstance(x, torch.Tensor) else x for x in leaves]))
         if armed_at is not None and i == armed_at:
             flags["perturbed_calls"] = s.perturber.fired
