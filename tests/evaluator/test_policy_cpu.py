@@ -65,3 +65,28 @@ def test_a_kernel_writing_into_a_persistent_buffer_is_a_kernel(run_eval, cpu_lib
     r = run_eval("add", "cpp_persistent_buffer")
     assert r["correct"] and r["custom_kernel"], (r["category"], r["error"], r["flags"])
     assert "reuses_output_storage" in r["flags"]
+
+
+def test_variants_rescale_the_candidates_copy_of_the_task_constants(run_eval):
+    """A candidate reading `batch_size = 16` / `dim = 1024`, lines identical
+    to the reference's, gets the variant's values as the reference does."""
+    r = run_eval("add_sized", "view_task_constants")
+    assert r["category"] == "no_custom_kernel", (r["category"], r["error"])
+    assert [c["ok"] for c in r["variants"]["checked"]] == [True, True]
+
+
+def test_a_shape_written_out_still_fails_a_variant(run_eval):
+    """The look-alike: the same lines, but the task's numbers in the view."""
+    r = run_eval("add_sized", "view_literal_shape")
+    assert r["category"] == "wrong_on_variant", (r["category"], r["error"])
+    assert r["variants"]["failed"]["name"] == "smaller_odd"
+    assert r["variants"]["failed"]["category"] == "runtime_error"
+
+
+def test_only_constants_the_candidate_assigns_as_the_task_does_are_overridden():
+    from kernelsweep import shapes
+
+    source = "batch_size = 16\ndim = 256  # a tile, not the task's dim\nN = 7\n"
+    assert shapes.shared_overrides(source, {"batch_size": 16, "dim": 1024}, {"batch_size": 9, "dim": 513}) \
+        == {"batch_size": 9}
+    assert shapes.shared_overrides("x = (", {"batch_size": 16}, {"batch_size": 9}) == {}

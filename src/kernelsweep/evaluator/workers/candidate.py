@@ -19,7 +19,8 @@ uses it (take_device). Commands:
   after return, not a plain dense tensor); one call, chosen by the parent, runs
   with the extension's results perturbed;
 - variant: one call on a shape variant (kernelsweep.shapes): the reference
-  module executed with the variant's size constants, ModelNew built from the
+  module executed with the variant's size constants, and the candidate's too
+  where it assigns them as the reference does; ModelNew built from the
   variant's init inputs; the task-shape model stays the timed one;
 - clock: the timing clock, flushing as many bytes as the reference's;
 - warmup / block / save: warm-up calls, timed blocks (inputs made from the
@@ -39,7 +40,7 @@ from typing import Any
 
 import torch
 
-from kernelsweep import taskcode
+from kernelsweep import shapes, taskcode
 from kernelsweep.evaluator import settings
 from kernelsweep.evaluator.workers import (devicehandoff, frame, guard, kernels, machine, mathmodes, outputfiles,
                                           seeding, trees)
@@ -305,7 +306,7 @@ def variant(ctx: frame.WorkerContext, s: State, name: str, constants: dict[str, 
     The task-shape model (the one timed) is kept as it was."""
     module = taskcode.load_module(ctx.config["reference"], f"kernelsweep_reference_inputs_{name}",
                                   register=False, constants=constants)
-    model = _to_device(s, _build_on_host(ctx, s, s.model_cls, f"{name}_init.pt"))
+    model = _to_device(s, _build_on_host(ctx, s, _variant_class(ctx, name, constants, s), f"{name}_init.pt"))
     with torch.no_grad():
         inputs = seeding.make_inputs(module, seed, s.precision, s.device)
         saved, signals = _call_checked(s, inputs, seed, False, model=model)
@@ -313,6 +314,22 @@ def variant(ctx: frame.WorkerContext, s: State, name: str, constants: dict[str, 
     del model, inputs, saved
     s.alive.pop()  # its output is gone with it
     return dict(signals, name=name, file=f"{name}.pt")
+
+
+def _variant_class(ctx: frame.WorkerContext, name: str, constants: dict[str, int], s: State) -> Any:
+    """ModelNew for a variant: the candidate module executed again with the
+    variant's values for the size constants it assigns as the reference does
+    (shapes.shared_overrides; a candidate repeating `batch_size = 16` reads it
+    as the reference does), else the class already imported."""
+    task = shapes.size_constants(Path(ctx.config["reference"]).read_text(encoding="utf-8"))
+    own = shapes.shared_overrides(Path(ctx.candidate_file).read_text(encoding="utf-8"), task, constants)
+    if not own:
+        return s.model_cls
+    module = taskcode.load_module(ctx.candidate_file, f"kernelsweep_candidate_{name}", register=True,
+                                  constants=own)
+    model_cls = getattr(module, "ModelNew", None)
+    check_interface(model_cls)
+    return model_cls
 
 
 def clock(ctx: frame.WorkerContext, s: State, flush_bytes: int) -> dict[str, Any]:
