@@ -4,7 +4,7 @@ CPU target, real workers."""
 
 from __future__ import annotations
 
-from evaluator_paths import CPU
+from evaluator_paths import FIXTURES
 
 
 def test_a_confined_candidate_has_writable_library_caches(run_eval):
@@ -90,3 +90,13 @@ def test_only_constants_the_candidate_assigns_as_the_task_does_are_overridden():
     assert shapes.shared_overrides(source, {"batch_size": 16, "dim": 1024}, {"batch_size": 9, "dim": 513}) \
         == {"batch_size": 9}
     assert shapes.shared_overrides("x = (", {"batch_size": 16}, {"batch_size": 9}) == {}
+
+
+def test_a_degenerate_tolerance_task_is_not_a_constant_one(run_eval):
+    """The look-alike of a constant reference: a softmax over 32768 values,
+    every output within the fp32 atol of every other. Judged with the
+    distinguishing atol its outputs do vary: an honest softmax is correct,
+    not indistinguishable."""
+    r = run_eval("softmax_wide", FIXTURES / "adversarial" / "degenerate_honest.py")
+    assert r["category"] == "no_custom_kernel", (r["category"], r["error"], r["flags"])
+    assert "degenerate_tolerance" in r["flags"] and "constant_reference" not in r["flags"]

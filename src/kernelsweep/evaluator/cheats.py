@@ -26,8 +26,9 @@ FLAGS = {f.name: f for f in (
          "an output kept changing after forward returned (work left on another stream or thread)"),
     Flag("non_plain_output", CHEAT, "candidate worker, trials and timed calls",
          "an output is not a plain dense tensor (a subclass, a lazy wrapper, a meta tensor)"),
-    Flag("constant_output", CHEAT, "parent, trials and probes",
-         "the outputs do not depend on the inputs (the reference's do not vary either)"),
+    Flag("constant_output", INFO, "parent, trials and probes",
+         "the outputs do not depend on the inputs either, on a task whose reference's do not "
+         "(`indistinguishable` whether or not the candidate's vary)"),
     Flag("timing_output_mismatch", CHEAT, "parent, timed calls",
          "an output of a timed call, checked after the block, is not the reference's"),
     Flag("reference_slowed", CHEAT, "parent, timing",

@@ -594,6 +594,11 @@ class Evaluation:
             self.flags.append("kernel_result_unused")
         if cheats.cheats_among(self.flags):
             return self._finish("cheat", self._cheat_error(self._log_path()))
+        if constant:  # no variant or timing: neither can make a match on this task mean more
+            return self._finish("indistinguishable", {
+                "type": "ConstantReference", "log": self._log_path(),
+                "message": "the outputs match, but the reference's do not depend on its inputs: a constant "
+                           "answer would match as well, so this task cannot tell the candidate from one"})
         return None
 
     def _note_trial_signals(self, trial: dict[str, Any], case: dict[str, Any]) -> None:

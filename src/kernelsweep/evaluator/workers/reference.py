@@ -206,10 +206,13 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
                                             f"trial{i}", first), seed=seed))
                 varies = varies or not trials[-1]["_as_first"]
             near_zero = all(t["_magnitude"] <= atol for t in trials)
-            constant = (len(trials) > 1 and not varies) or near_zero
             degenerate = all(t["_zeros_pass"] for t in trials)
             judged_atol = compare.distinguishing_tolerance([t["_magnitude"] for t in trials], atol) \
                 if degenerate else atol
+            if not varies and judged_atol < atol:  # alike within atol, but judged with a finer one
+                varies = _varies(s, trials, judged_atol, rtol)
+            # A constant answer would pass every trial: a match cannot tell a candidate from one.
+            constant = len(trials) > 1 and not varies
             probes = []
             if constant:
                 ctx.phase("probes")
@@ -241,6 +244,17 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
                "degenerate": degenerate, "atol": judged_atol, "device_info": info, "flush_bytes": s.clock.flush_bytes, "input_bytes": input_bytes,
                "weights": s.weights, "seconds": dict(spent, trials=time.monotonic() - started), **_lend(s, cfg.get("handoff_fd"))}
     return s
+
+
+def _varies(s: State, trials: list[dict[str, Any]], atol: float, rtol: float) -> bool:
+    """Does any trial's output differ from the first's at this tolerance? (The
+    outputs as kept: on the device, or in a private file.)"""
+    first = trials[0]["_saved"]
+    for t in trials[1:]:
+        other = t["_saved"] if t["_saved"] is not None else _load_near(s.private / f"{t['name']}.pt", s.device)
+        if not compare.compare_outputs(first, other, atol, rtol)["ok"]:
+            return True
+    return False
 
 
 def _lend(s: State, sock_fd: int | None) -> dict[str, Any]:
