@@ -107,6 +107,20 @@ def variants(source: str, count: int) -> list[dict[str, Any]]:
             for name, factor in RULES[:count]]
 
 
+def shared_overrides(source: str, task: dict[str, int], overrides: dict[str, int]) -> dict[str, int]:
+    """The overrides of a variant that apply to another module's SOURCE (a
+    candidate's): those of the constants it assigns the task's own value too
+    (a line as the reference's, `batch_size = 16`), so a module that reads the
+    task's sizes from such a line sees the variant's, as the reference does. A
+    name it gives another value (a tile size that happens to share the name)
+    is its own and left alone."""
+    try:
+        mine = {name: value for _, name, value in _assignments(ast.parse(source))}
+    except SyntaxError:
+        return {}
+    return {k: v for k, v in overrides.items() if k in mine and mine[k] == task.get(k)}
+
+
 def batch_only(constants: dict[str, int]) -> dict[str, int]:
     """The batch-like constants of a variant (a narrower variant, for a
     reference that cannot run all its sizes rescaled)."""

@@ -23,6 +23,7 @@ CATEGORIES: tuple[str, ...] = (
     "wrong_output",     # right shape, values outside tolerance (or NaN/Inf)
     "wrong_on_variant", # correct on the task's shape, wrong or failing on a shape variant
     "cheat",            # passed numerically by a known cheat (see evaluator/cheats.py)
+    "indistinguishable",# matched a reference whose outputs do not depend on its inputs: the task decides nothing
     "no_custom_kernel", # correct, but no custom kernel was defined and launched
     "correct_unstable", # correct custom kernel, timings too spread for a verdict (CPU under load)
     "correct_slower",   # correct custom kernel, slower than the reference beyond noise

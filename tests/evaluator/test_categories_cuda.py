@@ -41,7 +41,7 @@ CASES = [
     ("nvcc_type_error", "vector_add", CUDA / "cuda_compile_error.py", {"compile_error"}, {}),
     ("plain_pytorch", "add", CPU / "pytorch_only.py", {"no_custom_kernel"}, {}),
     ("mutates_inputs", "add", CPU / "cheat_mutate_inputs.py", {"cheat"}, {}),
-    ("constant_output", "softmax_singleton", CPU / "cheat_constant.py", {"cheat"}, {}),
+    ("constant_reference", "softmax_singleton", CPU / "cheat_constant.py", {"indistinguishable"}, {}),
     ("wrong_output", "add", CPU / "wrong_output.py", {"wrong_output"}, {}),
     # Outputs that do not fit the reference's slots in the lent device buffer go through files.
     ("dtype_mismatch", "add", CPU / "dtype_mismatch.py", {"shape_mismatch"}, {}),

@@ -9,10 +9,11 @@ CHEATS = [
     # (reference, candidate, expected category, flag that must be raised)
     ("add", "cheat_mutate_inputs", "cheat", "mutates_inputs"),
     ("near_identity", "cheat_returns_input", "cheat", "returns_input"),
-    ("softmax_singleton", "cheat_constant", "cheat", "constant_output"),
     ("add", "cheat_thread", "cheat", "output_changed_after_return"),
-    ("add", "cpp_persistent_buffer", "cheat", "cached_output"),
-    ("add", "cheat_cached_output", "wrong_output", "cached_output"),
+    # A stale answer returned in the same tensor: wrong on the trial's new inputs.
+    ("add", "cheat_cached_output", "wrong_output", "reuses_output_storage"),
+    # Recomputed in the trials, only sometimes once timed: right when judged, wrong when timed.
+    ("add", "buffer_stale_when_timed", "cheat", "timing_output_mismatch"),
     ("add", "cpp_patch_timer", "cheat", "patched_harness"),
     ("add", "cheat_patch_allclose", "wrong_output", "patched_harness"),
     ("add", "cheat_forge_report", "cheat", "report_tampered"),
@@ -48,10 +49,21 @@ def test_a_slowed_reference_module_changes_nothing(run_eval, cpu_library):
     assert r["speedup"] < 10, r["speedup"]
 
 
-def test_constant_reference_does_not_fail_an_honest_candidate(run_eval):
+def test_a_constant_reference_decides_nothing(run_eval):
+    """A reference whose output never depends on its input: a candidate that
+    computes it and one that returns ones cannot be told apart by it."""
     r = run_eval("softmax_singleton", "legit_constant")
-    assert r["category"] == "no_custom_kernel"
+    assert r["category"] == "indistinguishable" and r["correct"] is False, (r["category"], r["error"])
     assert "constant_reference" in r["flags"] and "constant_output" not in r["flags"]
+    assert r["runtime_ms"] is None and r["variants"] is None
+    r = run_eval("softmax_singleton", "cheat_constant")
+    assert r["category"] == "indistinguishable", (r["category"], r["error"])
+    assert {"constant_reference", "constant_output"} <= set(r["flags"])
+
+
+def test_a_constant_reference_still_fails_a_wrong_answer(run_eval):
+    r = run_eval("softmax_singleton", "softmax_halved")
+    assert r["category"] == "wrong_output" and "constant_reference" in r["flags"], (r["category"], r["flags"])
 
 
 def test_speedup_beyond_the_bound_is_a_cheat(run_eval, cpu_library):

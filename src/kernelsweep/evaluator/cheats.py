@@ -22,14 +22,13 @@ FLAGS = {f.name: f for f in (
     Flag("mutates_inputs", CHEAT, "candidate worker, trials",
          "the candidate changed its inputs and the reference does not"),
     Flag("returns_input", CHEAT, "candidate worker, trials", "an output shares memory with an input"),
-    Flag("cached_output", CHEAT, "candidate worker, trials",
-         "an output shares memory with an earlier output that is still alive"),
     Flag("output_changed_after_return", CHEAT, "candidate worker, trials",
          "an output kept changing after forward returned (work left on another stream or thread)"),
     Flag("non_plain_output", CHEAT, "candidate worker, trials and timed calls",
          "an output is not a plain dense tensor (a subclass, a lazy wrapper, a meta tensor)"),
-    Flag("constant_output", CHEAT, "parent, trials and probes",
-         "the outputs do not depend on the inputs (the reference's do not vary either)"),
+    Flag("constant_output", INFO, "parent, trials and probes",
+         "the outputs do not depend on the inputs either, on a task whose reference's do not "
+         "(`indistinguishable` whether or not the candidate's vary)"),
     Flag("timing_output_mismatch", CHEAT, "parent, timed calls",
          "an output of a timed call, checked after the block, is not the reference's"),
     Flag("reference_slowed", CHEAT, "parent, timing",
@@ -62,6 +61,9 @@ FLAGS = {f.name: f for f in (
     Flag("reduced_precision_math", INFO, "candidate worker",
          "the candidate lowered fp32 math modes (TF32 on, float32 matmul precision below 'highest'); "
          "its outputs are judged as computed with them"),
+    Flag("reuses_output_storage", INFO, "candidate worker, trials",
+         "an output shares memory with an earlier output that is still alive (a static buffer, a CUDA graph's "
+         "output): each call is judged by the values it returned, so a stale answer fails as a wrong one"),
     Flag("output_not_on_device", INFO, "candidate worker", "an output is not on the evaluation device"),
     Flag("constant_reference", INFO, "reference worker", "the reference's outputs do not vary with its inputs"),
     Flag("degenerate_tolerance", INFO, "reference worker",

@@ -46,14 +46,26 @@ def resolve_cuda_arch(explicit: str | None) -> str:
     return visible_gpu_capability() or settings.DEFAULT_CUDA_ARCH
 
 
+# Caches in a candidate's build directory (worker_env), by environment variable.
+CACHE_DIRS = {"CUPY_CACHE_DIR": "cupy", "NUMBA_CACHE_DIR": "numba", "XDG_CACHE_HOME": "cache", "HOME": "home"}
+
+
 def worker_env(build_root: str, *, cuda_arch: str | None, hide_gpus: bool = False) -> dict[str, str | None]:
     """Environment overrides for a worker that may build or run a candidate;
-    build_root is the candidate's own build directory."""
+    build_root is the candidate's own build directory, the only place the
+    confined worker may write besides its private one. Every cache a library
+    keeps under the home directory by default (CuPy's ~/.cupy, Numba's,
+    ~/.cache, the CUDA driver's ~/.nv) goes there too: the home directory is
+    read-only in the confinement, and a cache that cannot be written makes the
+    candidate fail for the harness's reason, not its own. Creates the folders."""
     env: dict[str, str | None] = {
         "TRITON_CACHE_DIR": os.path.join(build_root, "triton"),
         # Builds the hooks do not see (a candidate calling torch internals) land here.
         "TORCH_EXTENSIONS_DIR": os.path.join(build_root, "torch_extensions"),
+        **{name: os.path.join(build_root, folder) for name, folder in CACHE_DIRS.items()},
     }
+    for name in CACHE_DIRS:
+        os.makedirs(env[name], exist_ok=True)
     if cuda_arch:
         env["TORCH_CUDA_ARCH_LIST"] = cuda_arch
     if hide_gpus:

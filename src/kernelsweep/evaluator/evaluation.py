@@ -8,7 +8,7 @@
    `gpu-slots run --late` both first only import torch (the reference also
    builds Model on the host and saves it for the candidate: reference.prepare),
    and go on once this process has taken the device (gpu_slots.timing_slot).
-3. The candidate builds ModelNew with the reference's weights (while the
+3. The candidate builds ModelNew as the reference built Model (while the
    reference computes its trials), then gets the secret seeds, one trial at
    a time; one trial, chosen at random, runs with the extension's results
    perturbed. The reference's worker compares the outputs: handed over in a
@@ -361,7 +361,7 @@ class Evaluation:
     def _device_turn(self, work: Path, ref: Worker, cand: Worker) -> Iterator[None]:
         """Under `gpu-slots run --late`: both workers prepare on the host while
         the job before this one still times (the reference builds Model; the
-        candidate is imported and, once the reference's weights are saved,
+        candidate is imported and, once the reference's init inputs are saved,
         builds ModelNew); the device is taken once both are warm and held until
         they have exited. A candidate that failed on the host needs no device:
         its failure is the verdict. Elsewhere the wrapper already holds the
@@ -427,7 +427,7 @@ class Evaluation:
             return self._finish("cheat", self._cheat_error(self._log_path()))
         self._note_builds(cand_ready)
         # ModelNew is built while the reference runs its trials: once the reference's setup has
-        # begun (its "device" phase), its init inputs and weights are in the shared folder.
+        # begun (its "device" phase), its init inputs are in the shared folder.
         construct = cand.send("construct") if ref.reached("device") else None
         manifest = self._reference_ready(ref)
         if manifest.get("crowded_out"):
@@ -446,6 +446,7 @@ class Evaluation:
             step = cand.reply(construct if construct is not None else cand.send("construct"))
         if not step or step.get("status") != "ok":
             return self._candidate_stopped(cand, step)
+        self.record["weights"] = record.weights_kept(manifest["weights"], step.get("weights"))
         armed = self.rng.randrange(len(manifest["trials"]))
         cases = [{"name": t["name"], "seed": t["seed"], "armed": i == armed}
                  for i, t in enumerate(manifest["trials"])]
@@ -619,6 +620,11 @@ class Evaluation:
             self.flags.append("kernel_result_unused")
         if cheats.cheats_among(self.flags):
             return self._finish("cheat", self._cheat_error(self._log_path()))
+        if constant:  # no variant or timing: neither can make a match on this task mean more
+            return self._finish("indistinguishable", {
+                "type": "ConstantReference", "log": self._log_path(),
+                "message": "the outputs match, but the reference's do not depend on its inputs: a constant "
+                           "answer would match as well, so this task cannot tell the candidate from one"})
         return None
 
     def _note_trial_signals(self, trial: dict[str, Any], case: dict[str, Any]) -> None:
@@ -626,8 +632,8 @@ class Evaluation:
             self.flags.append("mutates_inputs")
         if trial["aliases_inputs"] and not case["aliases_inputs"]:
             self.flags.append("returns_input")
-        if trial["reuses_earlier_output"]:
-            self.flags.append("cached_output")
+        if trial["reuses_output_storage"]:
+            self.flags.append("reuses_output_storage")
         if trial["changed_after_return"]:
             self.flags.append("output_changed_after_return")
         if not trial["plain"]:

@@ -4,6 +4,7 @@ by the evaluation and by the evaluate stage for candidates that never run
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from kernelsweep.verdict import NUMERICALLY_CORRECT
@@ -27,8 +28,27 @@ def blank(cfg: Any = None, src: Any = None) -> dict[str, Any]:
         "error": None, "flags": [], "wall_s": 0.0, "compile_s": 0.0,
         "device": getattr(cfg, "device", None), "precision": getattr(cfg, "precision", None),
         "stage_s": {}, "gpu_s": None, "builds": [], "provenance": {},
-        "variants": None, "settings_changed": [],
+        "variants": None, "settings_changed": [], "weights": None,
     }
+
+
+def weights_kept(reference: dict[str, list], candidate: Any) -> dict[str, int] | None:
+    """Of the reference's weights (workers/trees.weight_digests: shape, dtype,
+    digest by name), how many ModelNew holds identically (`same`: the same
+    shape, dtype and bytes, under the same name or another), holds changed
+    (`changed`: a tensor of that name, but other values or another shape, e.g.
+    a scale folded in, a layout changed) or lacks (`absent`). Informational:
+    the candidate's digests come from its own process. None when it sent none."""
+    if not isinstance(candidate, dict):
+        return None
+    theirs = {str(k): json.dumps(v) for k, v in list(candidate.items())[:100_000]}
+    held = set(theirs.values())
+    counts = {"same": 0, "changed": 0, "absent": 0}
+    for name, digest in reference.items():
+        mine = json.dumps(digest)
+        kind = "same" if digest[2] is not None and mine in held else "changed" if name in theirs else "absent"
+        counts[kind] += 1
+    return counts
 
 
 def finish(record: dict[str, Any], category: str, error: dict[str, Any] | None, *, flags: list[str],

@@ -64,7 +64,7 @@ DEFAULT_CUDA_ARCH = "9.0"
 
 # Under the late claim the parent writes this file into an evaluation's shared
 # folder once the reference's worker said hello: "prepared" when the init
-# inputs and weights are saved there (the candidate's worker then builds
+# inputs are saved there (the candidate's worker then builds
 # ModelNew from them before the device is taken), anything else when not.
 REFERENCE_PREPARED = "reference-prepared"
 

@@ -21,7 +21,9 @@ CATEGORY_HINTS: dict[str, str] = {
     "wrong_output": "the outputs differ from the reference beyond tolerance",
     "wrong_on_variant": ("correct on the task's input shape, but wrong or failing on other sizes of the same "
                          "task: do not hard-code sizes, handle any size (tails not a multiple of the block size)"),
-    "cheat": "the candidate only passed by a forbidden shortcut (cached or constant outputs, mutated inputs, patched timers)",
+    "cheat": "the candidate only passed by a forbidden shortcut (answers right only when judged, mutated inputs, patched timers)",
+    "indistinguishable": ("the outputs match, but the reference's outputs do not depend on its inputs, so a match "
+                          "says nothing: this task cannot tell a kernel from a constant"),
     "no_custom_kernel": "the outputs are correct but no custom kernel of yours ran during forward",
     "correct_slower": "correct, but slower than the reference",
     "correct_tie": "correct, and as fast as the reference within measurement noise",

@@ -8,17 +8,20 @@ extension module comes back through the perturber), the guard snapshot, the
 candidate module imported (loading what it built), and under the late claim
 ModelNew built. The device is set up by the harness before any candidate code
 uses it (take_device). Commands:
-- construct: ModelNew from the reference's init inputs and weights (files
-  in the shared, read-only directory), under the same seed as Model, moved to
-  the device (built already when the preparation built it);
+- construct: ModelNew from the reference's init inputs (a file in the
+  shared, read-only directory) under the same seed as Model, as KernelBench
+  builds it: nothing is copied into it afterwards, so weights it folds or
+  reshapes in __init__ are its own; moved to the device (built already when
+  the preparation built it); the digests of its weights, for the record;
 - trials: one call per secret seed, inputs made here on the device from the
   reference's get_inputs; outputs saved for the parent, with the dynamic
-  signals (inputs mutated or aliased, an output reused, changed after
-  return, not a plain dense tensor); one call, chosen by the parent, runs
+  signals (inputs mutated or aliased, an output's storage reused, changed
+  after return, not a plain dense tensor); one call, chosen by the parent, runs
   with the extension's results perturbed;
 - variant: one call on a shape variant (kernelsweep.shapes): the reference
-  module executed with the variant's size constants, ModelNew built from the
-  variant's init inputs and weights; the task-shape model stays the timed one;
+  module executed with the variant's size constants, and the candidate's too
+  where it assigns them as the reference does; ModelNew built from the
+  variant's init inputs; the task-shape model stays the timed one;
 - clock: the timing clock, flushing as many bytes as the reference's;
 - warmup / block / save: warm-up calls, timed blocks (inputs made from the
   block's secret seeds first, each output cloned right after its end event;
@@ -37,7 +40,7 @@ from typing import Any
 
 import torch
 
-from kernelsweep import taskcode
+from kernelsweep import shapes, taskcode
 from kernelsweep.evaluator import settings
 from kernelsweep.evaluator.workers import (devicehandoff, frame, guard, hooks, kernels, machine, mathmodes,
                                           outputfiles, seeding, trees)
@@ -95,8 +98,8 @@ def check_call(fn: Any, args: list, what: str) -> None:
 def prepare(ctx: frame.WorkerContext) -> State:
     """The host side of the setup: the build hooks, the guard's snapshot, the
     candidate imported (loading what the compile step built), and, under the
-    late claim, ModelNew built on the host from the reference's init inputs
-    and weights. It runs before the device is taken (frame: behind the device
+    late claim, ModelNew built on the host from the reference's init inputs.
+    It runs before the device is taken (frame: behind the device
     gate, so candidate code that starts CUDA waits for the device), so neither
     a slow import nor a big model's construction (L3-002: 2 G parameters)
     holds the device, and a candidate failing here needs no device at all."""
@@ -121,17 +124,17 @@ def prepare(ctx: frame.WorkerContext) -> State:
     return s
 
 
-def _build_ahead(ctx: frame.WorkerContext, s: State) -> tuple[Any, int] | None:
+def _build_ahead(ctx: frame.WorkerContext, s: State) -> tuple[Any, dict[str, list]] | None:
     """ModelNew built on the host once the parent says the reference's init
-    inputs and weights are saved (the reference's preparation ended); None
-    when they will not be (construct builds it then, as without the late claim)."""
+    inputs are saved (the reference's preparation ended); None when they will
+    not be (construct builds it then, as without the late claim)."""
     marker = s.shared / settings.REFERENCE_PREPARED
     while not marker.exists():
         time.sleep(0.02)
     if marker.read_text() != "prepared":
         return None
     ctx.phase("construct")
-    return _build_on_host(ctx, s, "init.pt", "state.pt")
+    return _built(ctx, s)
 
 
 def take_device(ctx: frame.WorkerContext) -> None:
@@ -160,24 +163,28 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
 
 def construct(ctx: frame.WorkerContext, s: State) -> dict[str, Any]:
     built, s.on_host = s.on_host, None
-    model, copied = built if built is not None else _build_on_host(ctx, s, "init.pt", "state.pt")
+    model, weights = built if built is not None else _built(ctx, s)
     s.model = _to_device(s, model)
-    return {"state_copied": copied}
+    return {"weights": weights}
 
 
-def _build_on_host(ctx: frame.WorkerContext, s: State, init_file: str, state_file: str) -> tuple[Any, int]:
-    """ModelNew from the reference's init inputs and weights (shared files),
-    on the host, under the same seed as Model; and how many weights it took."""
+def _built(ctx: frame.WorkerContext, s: State) -> tuple[Any, dict[str, list]]:
+    """The task-shape ModelNew, and its weights' digests as constructed."""
+    model = _build_on_host(ctx, s, s.model_cls, "init.pt")
+    return model, trees.weight_digests(model.state_dict())
+
+
+def _build_on_host(ctx: frame.WorkerContext, s: State, model_cls: Any, init_file: str) -> Any:
+    """ModelNew from the reference's init inputs (a shared file), on the
+    host, under the same seed as Model: KernelBench's convention. Nothing of
+    the reference's is copied in afterwards, which would undo what ModelNew
+    did to its weights at construction (a scale folded into them, a layout
+    changed, tensors made in inference mode); a candidate that draws its
+    weights otherwise than Model does has other weights, and answers for them."""
     init = trees.load(s.shared / init_file)
-    state = trees.load(s.shared / state_file)
-    check_call(s.model_cls, init, "ModelNew(...)")
+    check_call(model_cls, init, "ModelNew(...)")
     seeding.set_seed(ctx.config["init_seed"])
-    model = s.model_cls(*init)
-    own = model.state_dict()
-    matched = {k: v for k, v in state.items() if k in own and tuple(own[k].shape) == tuple(v.shape)}
-    if matched:
-        model.load_state_dict(matched, strict=False)
-    return model, len(matched)
+    return model_cls(*init)
 
 
 def _to_device(s: State, model: Any) -> Any:
@@ -213,7 +220,7 @@ def _call_checked(s: State, inputs: list, seed: int, armed: bool,
     signals = {
         "mutates_inputs": not trees.same_values(inputs, pristine),
         "aliases_inputs": trees.aliases(leaves, inputs),
-        "reuses_earlier_output": reused,
+        "reuses_output_storage": reused,
         "changed_after_return": not trees.same_values(at_return, leaves),
         "on_device": all(t.device.type == s.device.type for t in trees.tensors_in(leaves)),
         "plain": trees.plain(leaves),
@@ -222,7 +229,9 @@ def _call_checked(s: State, inputs: list, seed: int, armed: bool,
         "hooks": hooked,
     }
     s.alive.append(trees.tensors_in(leaves))
-    # The state at return is what is judged: work finishing later is not counted.
+    # The state at return is what is judged: work finishing later is not counted. So an output
+    # whose storage an earlier call returned too (a static buffer, a CUDA graph's output) is
+    # judged by the values this call put there, and a stale one fails as any wrong answer does.
     return {"structure": structure, "leaves": at_return}, signals
 
 
@@ -295,11 +304,11 @@ def variant(ctx: frame.WorkerContext, s: State, name: str, constants: dict[str, 
             seed: int) -> dict[str, Any]:
     """One shape variant: the reference module executed with these size
     constants (for its get_inputs), ModelNew built from the variant's init
-    inputs and weights, one call on the variant's seed, its output saved.
+    inputs, one call on the variant's seed, its output saved.
     The task-shape model (the one timed) is kept as it was."""
     module = taskcode.load_module(ctx.config["reference"], f"kernelsweep_reference_inputs_{name}",
                                   register=False, constants=constants)
-    model = _to_device(s, _build_on_host(ctx, s, f"{name}_init.pt", f"{name}_state.pt")[0])
+    model = _to_device(s, _build_on_host(ctx, s, _variant_class(ctx, name, constants, s), f"{name}_init.pt"))
     with torch.no_grad():
         inputs = seeding.make_inputs(module, seed, s.precision, s.device)
         saved, signals = _call_checked(s, inputs, seed, False, model=model)
@@ -307,6 +316,22 @@ def variant(ctx: frame.WorkerContext, s: State, name: str, constants: dict[str, 
     del model, inputs, saved
     s.alive.pop()  # its output is gone with it
     return dict(signals, name=name, file=f"{name}.pt")
+
+
+def _variant_class(ctx: frame.WorkerContext, name: str, constants: dict[str, int], s: State) -> Any:
+    """ModelNew for a variant: the candidate module executed again with the
+    variant's values for the size constants it assigns as the reference does
+    (shapes.shared_overrides; a candidate repeating `batch_size = 16` reads it
+    as the reference does), else the class already imported."""
+    task = shapes.size_constants(Path(ctx.config["reference"]).read_text(encoding="utf-8"))
+    own = shapes.shared_overrides(Path(ctx.candidate_file).read_text(encoding="utf-8"), task, constants)
+    if not own:
+        return s.model_cls
+    module = taskcode.load_module(ctx.candidate_file, f"kernelsweep_candidate_{name}", register=True,
+                                  constants=own)
+    model_cls = getattr(module, "ModelNew", None)
+    check_interface(model_cls)
+    return model_cls
 
 
 def clock(ctx: frame.WorkerContext, s: State, flush_bytes: int) -> dict[str, Any]:
@@ -348,6 +373,8 @@ def block(ctx: frame.WorkerContext, s: State, seeds: list[int], synchronized: bo
         flags["plain"] = flags["plain"] and trees.plain(leaves)
         flags["on_device"] = flags["on_device"] and all(
             t.device.type == s.device.type for t in trees.tensors_in(leaves))
+        # Cloned now, before the next call: outputs that share one buffer are still
+        # checked call by call, each with the values its own call left there.
         s.kept.append((structure, [trees.copy(x) if isinstance(x, torch.Tensor) else x for x in leaves]))
         if armed_at is not None and i == armed_at:
             flags["perturbed_calls"] = s.perturber.fired

@@ -114,10 +114,11 @@ def describe_exception(exc: BaseException, phase: str, *, candidate_file: str | 
         info["attribute"] = getattr(exc, "name", None)
         owner = _owner(getattr(exc, "obj", None))
         if owner is not None:
+            # kernelsweep_candidate, or kernelsweep_candidate_<variant> (candidate.variant)
             owner["candidate_owned"] = (
-                owner.get("module") == "kernelsweep_candidate"
+                str(owner.get("module")).startswith("kernelsweep_candidate")
                 or owner.get("name") in extension_modules
-                or owner.get("name") == "kernelsweep_candidate")
+                or str(owner.get("name")).startswith("kernelsweep_candidate"))
         info["owner"] = owner
     if isinstance(exc, NameError) and not isinstance(exc, UnboundLocalError):
         info["undefined_name"] = getattr(exc, "name", None)

@@ -66,24 +66,29 @@ def _torch_namespaces() -> dict[str, Any]:
     return spaces
 
 
-_TORCH_DIR = os.path.dirname(torch.__file__)
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 
 
-def _torch_wrapper_of(new: Any, old: Any) -> bool:
+def _torch_wrapper_of(new: Any, old: Any, depth: int = 8) -> bool:
     """torch itself wraps some of its functions on first use of a subsystem
-    (importing torch._dynamo wraps torch.manual_seed, for one). Such a change
-    is benign: each wrapper in the __wrapped__ chain down to the original has
-    its code inside torch's own package."""
-    for _ in range(8):
-        code = getattr(new, "__code__", None)
-        if code is None or not os.path.abspath(code.co_filename).startswith(_TORCH_DIR):
-            return False
-        new = getattr(new, "__wrapped__", None)
-        if new is None:
-            return False
-        if new is old:
-            return True
-    return False
+    (importing torch._dynamo wraps torch.manual_seed; torch.compile's first
+    compilation wraps nn.Module.__init__ and __setstate__, to tag modules made
+    inside forward). Such a change is benign: every wrapper from the new object
+    down to the original has its code inside torch's own package and holds the
+    next one as __wrapped__ or in its closure. A candidate's own wrapper, or
+    another torch function put in the place of this one, is not."""
+    code = getattr(new, "__code__", None)
+    if depth == 0 or code is None or not os.path.abspath(code.co_filename).startswith(_TORCH_DIR):
+        return False
+    inner = [getattr(new, "__wrapped__", None)] + [_cell(c) for c in getattr(new, "__closure__", None) or ()]
+    return any(x is old or (callable(x) and _torch_wrapper_of(x, old, depth - 1)) for x in inner if x is not None)
+
+
+def _cell(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell
+        return None
 
 
 class Guard:

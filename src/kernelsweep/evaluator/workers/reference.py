@@ -3,14 +3,14 @@ here). It holds what the candidate is judged against, in a directory the
 candidate's worker cannot see.
 
 Setup: the device, the reference module, Model under the public init seed
-(its init inputs and weights go to the shared directory, read-only for the
-candidate), then the correctness trials on the evaluation's secret seeds,
-their outputs saved privately; whether those outputs are constant, near
+(its init inputs go to the shared directory, read-only for the candidate;
+its weights' digests to the parent, for the record), then the correctness
+trials on the evaluation's secret seeds, their outputs saved privately; whether those outputs are constant, near
 zero, or so small that zeros would pass the tolerance (degenerate).
 On request, after the candidate passed its trials, one shape variant at a time
 (kernelsweep.shapes; `variant`): the module executed again with
 its size constants replaced, Model built from that variant's init inputs
-under the same seed (init inputs and weights to the shared directory), one
+under the same seed (init inputs to the shared directory), one
 call on the variant's secret seed, its output saved privately; a variant the
 reference cannot run (an exception, out of memory, inputs beyond the budget)
 is dropped with the reason. fp32 runs with TF32 off (mathmodes.use_strict).
@@ -137,7 +137,7 @@ def _on_host(output: dict[str, Any]) -> dict[str, Any]:
 def prepare(ctx: frame.WorkerContext) -> State:
     """The host side of the setup, which needs no device: the reference
     module, its init inputs and Model under the public init seed, built on the
-    host, and both saved for the candidate. Under the late claim it runs while
+    host, the init inputs saved for the candidate. Under the late claim it runs while
     the job before still times (frame.serve), so a big model's construction
     (L3-002: 2 G parameters) no longer holds the device."""
     cfg = ctx.config
@@ -156,7 +156,9 @@ def prepare(ctx: frame.WorkerContext) -> State:
     trees.save(init, shared / "init.pt")
     seeding.set_seed(init_seed)
     s.model = s.ref.Model(*init)
-    trees.save({k: v.detach().to("cpu").clone() for k, v in s.model.state_dict().items()}, shared / "state.pt")
+    # Only the weights' digests, for the record (the candidate's own are compared with them):
+    # ModelNew is built as Model is, under the same seed, and keeps the weights it makes.
+    s.weights = trees.weight_digests(s.model.state_dict())
     return s
 
 
@@ -207,10 +209,13 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
                                             f"trial{i}", first), seed=seed))
                 varies = varies or not trials[-1]["_as_first"]
             near_zero = all(t["_magnitude"] <= atol for t in trials)
-            constant = (len(trials) > 1 and not varies) or near_zero
             degenerate = all(t["_zeros_pass"] for t in trials)
             judged_atol = compare.distinguishing_tolerance([t["_magnitude"] for t in trials], atol) \
                 if degenerate else atol
+            if not varies and judged_atol < atol:  # alike within atol, but judged with a finer one
+                varies = _varies(s, trials, judged_atol, rtol)
+            # A constant answer would pass every trial: a match cannot tell a candidate from one.
+            constant = len(trials) > 1 and not varies
             probes = []
             if constant:
                 ctx.phase("probes")
@@ -240,8 +245,19 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
     s.peak_reserved = torch.cuda.max_memory_reserved(s.device) if s.device.type == "cuda" else 0
     s.ready = {"trials": trials, "probes": probes, "constant": constant, "near_zero": near_zero,
                "degenerate": degenerate, "atol": judged_atol, "device_info": info, "flush_bytes": s.clock.flush_bytes, "input_bytes": input_bytes,
-               "seconds": dict(spent, trials=time.monotonic() - started), **_lend(s, cfg.get("handoff_fd"))}
+               "weights": s.weights, "seconds": dict(spent, trials=time.monotonic() - started), **_lend(s, cfg.get("handoff_fd"))}
     return s
+
+
+def _varies(s: State, trials: list[dict[str, Any]], atol: float, rtol: float) -> bool:
+    """Does any trial's output differ from the first's at this tolerance? (The
+    outputs as kept: on the device, or in a private file.)"""
+    first = trials[0]["_saved"]
+    for t in trials[1:]:
+        other = t["_saved"] if t["_saved"] is not None else _load_near(s.private / f"{t['name']}.pt", s.device)
+        if not compare.compare_outputs(first, other, atol, rtol)["ok"]:
+            return True
+    return False
 
 
 def _lend(s: State, sock_fd: int | None) -> dict[str, Any]:
@@ -371,7 +387,6 @@ def _try_variant(s: State, name: str, constants: dict[str, int], seed: int) -> d
         init = seeding.make_init_inputs(module, cfg["init_seed"])
         seeding.set_seed(cfg["init_seed"])
         model = module.Model(*init)
-        state = {k: v.detach().to("cpu").clone() for k, v in model.state_dict().items()}
         model = model.to(s.device)
         if s.precision != "fp32":
             model = model.to(seeding.DTYPES[s.precision])
@@ -390,7 +405,6 @@ def _try_variant(s: State, name: str, constants: dict[str, int], seed: int) -> d
                        "aliases_inputs": trees.aliases(leaves, inputs)}
             _keep(s, name, structure, leaves)
         trees.save(init, shared / f"{name}_init.pt")
-        trees.save(state, shared / f"{name}_state.pt")
         return {"name": name, "seed": seed, "constants": constants, **signals}
     except (Exception, MemoryError) as exc:  # noqa: BLE001 - the reference cannot run this shape
         dropped = {"name": name, "dropped": f"the reference fails: {type(exc).__name__}: {str(exc)[:300]}"}
