@@ -38,7 +38,9 @@ FLAGS = {f.name: f for f in (
     Flag("interpreter_hooks", CHEAT, "candidate worker, after each call and before saving outputs",
          "a profile, trace or monitoring hook was set while the harness's own code ran: candidate code "
          "running inside the harness's copying or saving of outputs"),
-    Flag("timing_unaccounted", CHEAT, "parent, its own clock around each timed block",
+    # Informational until its bound is calibrated on a GPU: honest candidates there showed hidden
+    # time (host-side work the reference's block does not do) above the claimed time.
+    Flag("timing_unaccounted", INFO, "parent, its own clock around each timed block",
          "the candidate's blocks took more time than their claimed calls and the harness's work explain: "
          "work moved out of the timed spans (hidden time per call above the claimed time and the noise)"),
     Flag("excessive_speedup", CHEAT, "parent, timing",

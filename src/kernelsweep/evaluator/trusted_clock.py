@@ -13,7 +13,7 @@ own unexplained time, is the candidate's hidden time.
 
 hidden per call = median over blocks of
     [(window_c - sum claimed_c) - (window_r - sum claimed_r)] / calls
-It is judged (`timing_unaccounted`, a cheat) only when it exceeds the
+It is flagged (`timing_unaccounted`; informational until calibrated on a GPU) only when it exceeds the
 candidate's claimed time per call (more than half of its real time hidden)
 and the reference's own block-to-block spread of unexplained time (noise on
 a loaded machine), never on noise alone. The candidate's trusted time per

@@ -407,6 +407,9 @@ def save(ctx: frame.WorkerContext, s: State, positions: list[int], names: list[s
 
 
 def report(ctx: frame.WorkerContext, s: State, observe: bool) -> dict[str, Any]:
+    # The calls into the extension are those of the judged calls: counted before the
+    # profiled one, which a candidate can tell apart (and call its kernel only there).
+    calls = dict(sorted(s.perturber.calls.items())[:50])
     launch = None
     if observe:
         cfg = ctx.config
@@ -421,7 +424,7 @@ def report(ctx: frame.WorkerContext, s: State, observe: bool) -> dict[str, Any]:
                                  op_namespaces=cfg.get("op_namespaces", []))
     return {
         "launch": launch,
-        "extension_calls": dict(sorted(s.perturber.calls.items())[:50]),
+        "extension_calls": calls,
         "extension_modules": sorted(ctx.hooks.module_names),
         "patched_harness": s.guard.patched_harness(),
         "patched_torch": s.guard.patched_torch(),
