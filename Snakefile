@@ -27,18 +27,20 @@ rule all:
         REPORT_OUTPUTS,
         FINALS,
         EVALS,
+        OUTAGE_TARGETS,
     default_target: True
 
 
+# Before the first job (never while planning: `snakemake -n` changes nothing).
 # A model server that is down is named before the first job, not after wait_s.
 # Jobs on this machine share one server per in-process model for the whole run
 # (kernelsweep.models.run_server; started by the first generation job that needs
 # it, stopped below); a cluster job loads its model itself.
 onstart:
+    refuse_a_full_disk()
+    set_job_environment(share_run_servers=workflow.local_exec and not workflow.remote_exec)
     for _warning in preflight.unanswered_servers(MODELS):
         print(f"kernelsweep: WARNING: {_warning}", file=sys.stderr)
-    if workflow.local_exec and not workflow.remote_exec:
-        os.environ[run_server.ENV] = str(RUN_SERVERS)
 
 
 onsuccess:

@@ -31,7 +31,7 @@ for _n in sorted({m["n"] for m in METHODS.values()}):
             method=methods_with_n(_n),
         params:
             spec=lambda w: prompt_spec(w, "generator"),
-            inputs=lambda w, input: as_json({k: v for k, v in input.items() if k != "model"}),
+            inputs=lambda w, input: prompt_inputs(input),
             model=lambda w: as_json(MODELS[w.model]),
             prompt=lambda w, output: output.prompt,
             out_dir=lambda w, output: str(Path(output.prompt).parent),
@@ -59,7 +59,7 @@ for _role, _rule_name in (("analyzer", "analyze"), ("researcher", "research"), (
             cell_benchmark(_role, f"{layout.TURN_DIR}.tsv" if _role == "feedback" else "role.tsv")
         params:
             spec=lambda w, _role=_role: prompt_spec(w, _role),
-            inputs=lambda w, input: as_json({k: v for k, v in input.items() if k != "model"}),
+            inputs=lambda w, input: prompt_inputs(input),
             model=lambda w: as_json(MODELS[w.model]),
             prompt=lambda w, output: output.prompt,
             out_dir=lambda w, output: str(Path(output.response).parent),
@@ -68,6 +68,18 @@ for _role, _rule_name in (("analyzer", "analyze"), ("researcher", "research"), (
             GEN_ENV
         shell:
             PROMPT_THEN_GENERATE
+
+
+rule retire_outage_record:
+    """An earlier version's outage record, moved to the same path under {results}/stale/
+    (retired_inputs, common.smk): the job that wrote it then makes the call again."""
+    output:
+        res(f"{layout.STALE}/{{record}}"),
+    wildcard_constraints:
+        record=rf"{layout.RUNS}/.+/{re.escape(layout.RESPONSE)}",
+    localrule: True
+    run:
+        stale.move_aside(RES, res(wildcards.record))
 
 
 rule select:
