@@ -23,12 +23,12 @@ include: "workflow/rules/report.smk"
 
 
 rule all:
+    default_target: True
     input:
         REPORT_OUTPUTS,
         FINALS,
         EVALS,
         OUTAGE_TARGETS,
-    default_target: True
 
 
 # Before the first job (never while planning: `snakemake -n` changes nothing).

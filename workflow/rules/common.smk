@@ -58,9 +58,9 @@ def set_job_environment(share_run_servers):
     run; a cluster job (which runs no onstart) sets them for itself at parse time.
     Jobs on this machine share the run's model servers (kernelsweep.models.run_server);
     a cluster job loads its model itself."""
-    os.environ["KERNELSWEEP_PYTHON"] = "python" if _CONDA else sys.executable
+    os.environ.update(KERNELSWEEP_PYTHON="python" if _CONDA else sys.executable)
     if _CONDA:
-        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(_SRC), os.environ.get("PYTHONPATH")) if p)
+        os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (str(_SRC), os.environ.get("PYTHONPATH")) if p))
     if share_run_servers:
         os.environ[run_server.ENV] = RUN_SERVERS
     else:
@@ -81,9 +81,7 @@ CPU_ENV = "../../envs/cpu.yaml"
 TIMING_ENV = "../../envs/cuda.yaml" if DEVICE == "cuda" else CPU_ENV
 # Generation on a GPU (transformers backend with device cuda) needs the CUDA env.
 GEN_ENV = (
-    "../../envs/cuda.yaml"
-    if any(str(m.get("device", "")).startswith("cuda") for m in MODELS.values())
-    else CPU_ENV
+    "../../envs/cuda.yaml" if any(str(m.get("device", "")).startswith("cuda") for m in MODELS.values()) else CPU_ENV
 )
 # Timing jobs claim a device slot (a distinct GPU per job, CUDA_VISIBLE_DEVICES
 # set); on the CPU the single slot serialises timings so they never share cores.
@@ -135,9 +133,9 @@ def _alternatives(names):
 
 
 wildcard_constraints:
+    **{**layout.WILDCARDS, "precision": _alternatives(STUDY.precisions)},
     model=_alternatives(STUDY.models),
     method=_alternatives(METHODS),
-    **{**layout.WILDCARDS, "precision": _alternatives(STUDY.precisions)},
 
 
 def as_json(obj):
@@ -151,8 +149,11 @@ def method_of(wildcards):
 
 def fill(template, wildcards, **values):
     """A path template with the cell's wildcards and the given turn/cand filled in."""
-    known = {k: getattr(wildcards, k) for k in ("precision", "model", "method", "task", "sample", "turn")
-             if hasattr(wildcards, k)}
+    known = {
+        k: getattr(wildcards, k)
+        for k in ("precision", "model", "method", "task", "sample", "turn")
+        if hasattr(wildcards, k)
+    }
     return template.format(**{**known, **values})
 
 
@@ -196,7 +197,9 @@ def react_spec(wildcards):
 
 def profile_peaks():
     return " ".join(
-        f"--{k.replace('_', '-')} {v}" for k, v in STUDY.config["profile"].items() if k.startswith("peak_") and v is not None
+        f"--{k.replace('_', '-')} {v}"
+        for k, v in STUDY.config["profile"].items()
+        if k.startswith("peak_") and v is not None
     )
 
 
@@ -367,6 +370,12 @@ def retired_place(response):
 def retired_inputs(responses):
     """The retired-record inputs of a job that writes `responses` (paths of response.json)."""
     return [retired_place(r) for r in map(os.path.normpath, responses) if r in _OUTAGES or r in _RETIRED]
+
+
+def move_outage_record(record, log):
+    """What retire_outage_record runs (strategies.smk); `record` is its path under {results}."""
+    kept = stale.move_aside(RES, res(record))
+    Path(log).write_text(f"moved {res(record)} to {kept}\n")
 
 
 # A response.json is in {cell}/t{turn}/c{cand}/, {cell}/roles/{role}/ or {cell}/t{turn}/feedback/.

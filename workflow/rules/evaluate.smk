@@ -20,14 +20,14 @@ for _n in sorted({m["n"] for m in METHODS.values()}):
             cell_benchmark("compile", f"{layout.TURN_DIR}.tsv")
         wildcard_constraints:
             method=methods_with_n(_n),
+        conda:
+            TIMING_ENV
         threads: min(_n, 4)
         params:
             timeout=STUDY.config["evaluation"]["compile_timeout_s"],
             arch=STUDY.config["cuda_arch"],
             device=DEVICE,
             build=BUILD,
-        conda:
-            TIMING_ENV
         shell:
             "TORCH_CUDA_ARCH_LIST={params.arch:q} $KERNELSWEEP_PYTHON -m kernelsweep compile-turn "
             "--candidates {input.candidates} --device {params.device} --jobs {threads} "
@@ -47,15 +47,15 @@ rule evaluate:
         cell_log("evaluate", f"{layout.TURN_DIR}/{layout.CAND_DIR}.log"),
     benchmark:
         cell_benchmark("evaluate", f"{layout.TURN_DIR}/{layout.CAND_DIR}.tsv")
+    conda:
+        TIMING_ENV
+    resources:
+        **TIMING_RESOURCE,
     params:
         args=evaluation_args(),
         arch=STUDY.config["cuda_arch"],
         build=BUILD,
         slots=SLOTS,
-    resources:
-        **TIMING_RESOURCE,
-    conda:
-        TIMING_ENV
     shell:
         "TORCH_CUDA_ARCH_LIST={params.arch:q} $KERNELSWEEP_PYTHON -m kernelsweep gpu-slots run {params.slots} --late -- "
         "$KERNELSWEEP_PYTHON -m kernelsweep evaluate-candidate "

@@ -15,14 +15,14 @@ rule profile:
         res("logs/profile/{device}/{precision}/{task}.log"),
     benchmark:
         res("benchmarks/profile/{device}/{precision}/{task}.tsv")
+    conda:
+        TIMING_ENV
+    resources:
+        **TIMING_RESOURCE,
     params:
         peaks=profile_peaks(),
         timeout=STUDY.config["profile"]["timeout_s"],
         slots=SLOTS,
-    resources:
-        **TIMING_RESOURCE,
-    conda:
-        TIMING_ENV
     shell:
         "$KERNELSWEEP_PYTHON -m kernelsweep gpu-slots run {params.slots} --late -- "
         "$KERNELSWEEP_PYTHON -m kernelsweep profile {input} --device {wildcards.device} --precision {wildcards.precision} "
@@ -38,15 +38,15 @@ rule baseline:
         res("logs/baseline/{device}/{precision}/{task}.log"),
     benchmark:
         res("benchmarks/baseline/{device}/{precision}/{task}.tsv")
+    conda:
+        TIMING_ENV
+    resources:
+        **TIMING_RESOURCE,
     params:
         modes=",".join(STUDY.config["baseline"]["modes"]),
         trials=STUDY.config["baseline"]["timing_trials"],
         timeout=STUDY.config["baseline"]["timeout_s"],
         slots=SLOTS,
-    resources:
-        **TIMING_RESOURCE,
-    conda:
-        TIMING_ENV
     shell:
         "$KERNELSWEEP_PYTHON -m kernelsweep gpu-slots run {params.slots} --late -- "
         "$KERNELSWEEP_PYTHON -m kernelsweep baseline-task {input} --device {wildcards.device} --precision {wildcards.precision} "

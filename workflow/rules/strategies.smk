@@ -29,15 +29,15 @@ for _n in sorted({m["n"] for m in METHODS.values()}):
             cell_benchmark("generate", f"{layout.TURN_DIR}.tsv")
         wildcard_constraints:
             method=methods_with_n(_n),
+        priority: MODEL_CALL_PRIORITY
+        conda:
+            GEN_ENV
         params:
             spec=lambda w: prompt_spec(w, "generator"),
             inputs=lambda w, input: prompt_inputs(input),
             model=lambda w: as_json(MODELS[w.model]),
             prompt=lambda w, output: output.prompt,
             out_dir=lambda w, output: str(Path(output.prompt).parent),
-        priority: MODEL_CALL_PRIORITY
-        conda:
-            GEN_ENV
         shell:
             PROMPT_THEN_GENERATE
 
@@ -57,15 +57,15 @@ for _role, _rule_name in (("analyzer", "analyze"), ("researcher", "research"), (
             cell_log(_role, f"{layout.TURN_DIR}.log" if _role == "feedback" else "role.log"),
         benchmark:
             cell_benchmark(_role, f"{layout.TURN_DIR}.tsv" if _role == "feedback" else "role.tsv")
+        priority: MODEL_CALL_PRIORITY
+        conda:
+            GEN_ENV
         params:
             spec=lambda w, _role=_role: prompt_spec(w, _role),
             inputs=lambda w, input: prompt_inputs(input),
             model=lambda w: as_json(MODELS[w.model]),
             prompt=lambda w, output: output.prompt,
             out_dir=lambda w, output: str(Path(output.response).parent),
-        priority: MODEL_CALL_PRIORITY
-        conda:
-            GEN_ENV
         shell:
             PROMPT_THEN_GENERATE
 
@@ -75,11 +75,13 @@ rule retire_outage_record:
     (retired_inputs, common.smk): the job that wrote it then makes the call again."""
     output:
         res(f"{layout.STALE}/{{record}}"),
+    log:
+        res("logs/retire_outage_record/{record}.log"),
     wildcard_constraints:
         record=rf"{layout.RUNS}/.+/{re.escape(layout.RESPONSE)}",
     localrule: True
     run:
-        stale.move_aside(RES, res(wildcards.record))
+        move_outage_record(wildcards.record, log[0])
 
 
 rule select:
@@ -89,13 +91,13 @@ rule select:
         turn(layout.SELECT),
     log:
         cell_log("select", f"{layout.TURN_DIR}.log"),
+    localrule: True
+    conda:
+        CPU_ENV
     params:
         previous=lambda w, input: f"--previous {input.previous}" if "previous" in input.keys() else "",
         goal=lambda w: method_of(w)["goal"],
         last=lambda w: "--last" if int(w.turn) == method_of(w)["turns"] - 1 else "",
-    conda:
-        CPU_ENV
-    localrule: True
     shell:
         "$KERNELSWEEP_PYTHON -m kernelsweep select --turn {wildcards.turn} --evals {input.evals} {params.previous} "
         "--goal {params.goal} {params.last} --out {output} > {log} 2>&1"
@@ -108,9 +110,9 @@ rule final:
         cell(layout.FINAL),
     log:
         cell_log("final", "final.log"),
+    localrule: True
     conda:
         CPU_ENV
-    localrule: True
     shell:
         "$KERNELSWEEP_PYTHON -m kernelsweep final --selection {input.selection} --responses {input.responses} "
         "--evals {input.evals} --roles {input.roles} --out {output} > {log} 2>&1"
