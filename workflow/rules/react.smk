@@ -27,7 +27,7 @@ if REACT_METHODS:
         params:
             spec=react_spec,
             arch=STUDY.config["cuda_arch"],
-            cell_dir=lambda w, output: str(Path(output[0]).parent),
+            cell_dir=str(Path(cell(layout.FINAL)).parent),
         shell:
             "TORCH_CUDA_ARCH_LIST={params.arch:q} $KERNELSWEEP_PYTHON -m kernelsweep react --spec {params.spec:q} "
             "--task {input.task} --reference {input.reference} --cell-dir {params.cell_dir} --out {output} "

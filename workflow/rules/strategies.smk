@@ -36,8 +36,9 @@ for _n in sorted({m["n"] for m in METHODS.values()}):
             spec=lambda w: prompt_spec(w, "generator"),
             inputs=lambda w, input: prompt_inputs(input),
             model=lambda w: as_json(MODELS[w.model]),
-            prompt=lambda w, output: output.prompt,
-            out_dir=lambda w, output: str(Path(output.prompt).parent),
+            # paths as strings with wildcards, not functions of the output: the same values, planned faster
+            prompt=turn(layout.PROMPT),
+            out_dir=str(Path(turn(layout.PROMPT)).parent),
         shell:
             PROMPT_THEN_GENERATE
 
@@ -64,8 +65,8 @@ for _role, _rule_name in (("analyzer", "analyze"), ("researcher", "research"), (
             spec=lambda w, _role=_role: prompt_spec(w, _role),
             inputs=lambda w, input: prompt_inputs(input),
             model=lambda w: as_json(MODELS[w.model]),
-            prompt=lambda w, output: output.prompt,
-            out_dir=lambda w, output: str(Path(output.response).parent),
+            prompt=role_file(_role, layout.PROMPT),
+            out_dir=str(Path(role_file(_role, layout.RESPONSE)).parent),
         shell:
             PROMPT_THEN_GENERATE
 
