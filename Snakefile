@@ -23,30 +23,25 @@ include: "workflow/rules/report.smk"
 
 
 rule all:
+    default_target: True
     input:
         REPORT_OUTPUTS,
         FINALS,
         EVALS,
-    default_target: True
+        OUTAGE_TARGETS,
 
 
+# Before the first job (never while planning: `snakemake -n` changes nothing).
 # A model server that is down is named before the first job, not after wait_s.
 # Jobs on this machine share one server per in-process model for the whole run
 # (kernelsweep.models.run_server; started by the first generation job that needs
 # it, stopped below); a cluster job loads its model itself.
-# Candidate code runs confined: one confined worker must import torch and the
-# harness before any job of this machine runs (cluster jobs check on their node).
 onstart:
-    if workflow.local_exec and not workflow.remote_exec:
-        _problem = preflight.confinement_problem(
-            [_job.rule.name for _job in workflow.dag.needrun_jobs()], DEVICE
-        )
-        if _problem:
-            raise WorkflowError(f"kernelsweep: {_problem}")
+    refuse_a_full_disk()
+    set_job_environment(share_run_servers=workflow.local_exec and not workflow.remote_exec)
+    refuse_unconfinable_workers(workflow)
     for _warning in preflight.unanswered_servers(MODELS):
         print(f"kernelsweep: WARNING: {_warning}", file=sys.stderr)
-    if workflow.local_exec and not workflow.remote_exec:
-        os.environ[run_server.ENV] = str(RUN_SERVERS)
 
 
 onsuccess:

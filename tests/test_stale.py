@@ -1,5 +1,5 @@
 """Which failed records are outages (stale, redone) and which are results
-(kept), and how the planning sweep moves the stale ones aside."""
+(kept), and how the stale ones are found and moved aside."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from kernelsweep.models.records import outage
-from kernelsweep.stale import find, retire
+from kernelsweep.stale import find, move_aside, retired, retired_path
 
 
 def failed(message, type_="GenerationFailed"):
@@ -59,7 +59,7 @@ def write(path, record):
     path.write_text(json.dumps(record, indent=2))
 
 
-def test_retire_moves_only_outages_and_keeps_their_path(tmp_path):
+def test_find_names_only_outages_and_move_aside_keeps_their_path(tmp_path):
     runs = tmp_path / "runs" / "m" / "zero_shot" / "L1-001" / "s0"
     stale = runs / "t0" / "c1" / "response.json"
     write(runs / "t0" / "c0" / "response.json", {"status": "ok", "raw_text": "the word failed in text: \"failed\""})
@@ -69,21 +69,18 @@ def test_retire_moves_only_outages_and_keeps_their_path(tmp_path):
     (runs / "t2" / "c0").mkdir(parents=True)
     (runs / "t2" / "c0" / "response.json").write_text('{"status": "failed", ')  # half a file: not judged here
 
-    assert [p for p, _ in retire(tmp_path, dry_run=True)] == [runs / "roles/analyzer/response.json", stale]
-    assert stale.exists()  # a dry run moves nothing
+    assert [p for p, _ in find(tmp_path)] == [runs / "roles/analyzer/response.json", stale]
+    assert stale.exists() and retired(tmp_path) == set()  # finding moves nothing
 
-    moved = retire(tmp_path)
-    assert len(moved) == 2 and not stale.exists()
-    assert not (runs / "roles" / "analyzer" / "response.json").exists()
-    (kept,) = list((tmp_path / "stale").rglob("t0/c1/response.json"))
+    kept = move_aside(tmp_path, stale)
+    assert not stale.exists() and kept == tmp_path / "stale" / stale.relative_to(tmp_path) == retired_path(tmp_path, stale)
     assert json.loads(kept.read_text())["error"]["message"] == OUTAGES[0]
-    assert kept.relative_to(tmp_path / "stale").parts[1:] == stale.relative_to(tmp_path).parts
-    assert (runs / "t0" / "c0" / "response.json").exists() and (runs / "t1" / "c0" / "response.json").exists()
-    assert find(tmp_path) == [] and retire(tmp_path) == []  # nothing left the second time
+    assert retired(tmp_path) == {stale}  # the moved record, named by the path it had
+    assert [p for p, _ in find(tmp_path)] == [runs / "roles/analyzer/response.json"]
 
 
 def test_no_results_yet(tmp_path):
-    assert retire(tmp_path / "absent") == []
+    assert find(tmp_path / "absent") == [] and retired(tmp_path / "absent") == set()
 
 
 def test_evaluate_stage_refuses_an_outage_record(tmp_path):

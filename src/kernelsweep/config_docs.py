@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelsweep.models.spec import BACKENDS, backend_schema
-from kernelsweep.study import load_schema
+from kernelsweep.schema import load_schema
 
 
 def _value(value: Any) -> str:

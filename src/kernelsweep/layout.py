@@ -55,6 +55,9 @@ REACT_DIR = "react"  # in a react cell's folder: its trajectory (kernelsweep.age
 REACT_TRACE = f"{REACT_DIR}/trace.jsonl"
 CAND_FILES = (RESPONSE, CANDIDATE, BUILD, EVAL)
 
+# Outage records of earlier versions, moved aside (kernelsweep.stale): the path they had under {results}.
+STALE = "stale"
+
 STUDY_MANIFEST = "report/study.json"
 REPORT = "report/REPORT.md"
 

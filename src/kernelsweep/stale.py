@@ -1,21 +1,23 @@
-"""Outage records left by earlier versions are not results: retire them before
-planning, so the run redoes those calls.
+"""Outage records left by earlier versions are not results: their calls are
+redone, and the records kept aside under {results}/stale/.
 
 Before outages failed the job, a call that never got an answer was written as
-a `failed` response.json, and Snakemake took the cell for finished. The
-workflow calls `retire` while planning: each such record is moved (not
-deleted) to {results}/stale/{UTC time}/…, the path it had under {results};
-Snakemake then finds the generate job's output missing and redoes the call
-and everything downstream of it. Current versions never write such a record
+a `failed` response.json, and Snakemake took the cell for finished. Planning
+only reads (`find`): the job that wrote such a record is given one more input,
+the record's place under {results}/stale/ (`retired_path`), which the rule
+retire_outage_record makes by moving the record there (`move_aside`, nothing
+is deleted). So the plan redoes the call and everything downstream of it, and a
+dry run moves nothing. The moved record stays an input of its job from then on
+(`retired`), so the job's set of inputs, which Snakemake compares with the last
+run's, does not change again. Current versions never write such a record
 (kernelsweep.models.InfrastructureFailure fails the job instead), so after the
-first sweep this finds nothing.
+first sweep `find` finds nothing.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timezone
 from pathlib import Path
 
 from kernelsweep import layout
@@ -42,16 +44,20 @@ def find(results: str | os.PathLike) -> list[tuple[Path, str]]:
     return sorted(found)
 
 
-def retire(results: str | os.PathLike, *, dry_run: bool = False) -> list[tuple[Path, str]]:
-    """Move every outage record out of the results (see the module docstring);
-    with dry_run, only report them. Returns what was (or would be) moved."""
-    found = find(results)
-    if dry_run or not found:
-        return found
-    root = Path(results)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-    for path, _ in found:
-        target = root / "stale" / stamp / path.relative_to(root)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(path, target)
-    return found
+def retired_path(results: str | os.PathLike, record: str | os.PathLike) -> Path:
+    """Where a record under {results} is kept once moved aside: the same path under {results}/stale/."""
+    return Path(results) / layout.STALE / Path(record).relative_to(results)
+
+
+def retired(results: str | os.PathLike) -> set[Path]:
+    """The records (their paths under {results}/runs) that were moved aside."""
+    root = Path(results) / layout.STALE
+    return {Path(results) / p.relative_to(root) for p in (root / layout.RUNS).rglob(layout.RESPONSE)}
+
+
+def move_aside(results: str | os.PathLike, record: str | os.PathLike) -> Path:
+    """Move one record to its retired_path (the workflow's retire_outage_record job)."""
+    target = retired_path(results, record)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(record, target)
+    return target

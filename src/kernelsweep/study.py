@@ -10,12 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
+from kernelsweep.schema import REPO_ROOT, load_schema
 from kernelsweep.taskcode import PRECISIONS
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 # Every model call has a role: the generator writes candidates; the agentic roles
 # (each switched on by the method flag of its name) inform it.
@@ -94,11 +90,6 @@ def _apply_defaults(instance: Any, schema: Mapping[str, Any], root: Mapping[str,
         for key, value in instance.items():
             if key not in schema.get("properties", {}):
                 _apply_defaults(value, extra, root)
-
-
-def load_schema() -> dict[str, Any]:
-    with open(SCHEMA_PATH, encoding="utf-8") as f:
-        return yaml.safe_load(f)
 
 
 def _model_problems(models: Mapping[str, Any]) -> list[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelsweep.agent import trace
+from kernelsweep import react_trace as trace
 from kernelsweep.study import resolve_method
 
 REPO = Path(__file__).resolve().parents[2]

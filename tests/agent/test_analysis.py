@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from agent_scripts import GOOD_KERNEL, block, broken
-from kernelsweep.agent import analysis
+from kernelsweep.report import react as analysis
 
 
 def test_analysis_counts_guards_tools_and_flags_the_broken_record(scenario):

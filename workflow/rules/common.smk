@@ -25,61 +25,74 @@ except (ConfigError, TaskError) as error:
 
 RES = STUDY.results
 
-# Outages are never results (README, "Outages are never results"). Only in the
-# main process: a cluster job parses this file again and must leave results alone.
-from kernelsweep import check as preflight, stale  # noqa: E402
+# Planning reads and never writes: a parse (and `snakemake -n`) writes, moves and
+# deletes nothing and leaves this process's environment alone. What changes
+# files or the environment is in the Snakefile's onstart, which runs only when
+# jobs are about to run. Checks below are only in the main process: a cluster
+# job parses this file again and must leave results alone.
+from kernelsweep import check as preflight, relayout, stale  # noqa: E402
+from kernelsweep.models import run_server  # noqa: E402
 
-if workflow.is_main_process:
-    # A full disk fails every job with an empty log (the log cannot be written either).
-    if preflight.free_bytes(RES) < preflight.FULL_DISK_BYTES:
-        raise WorkflowError(f"kernelsweep: {preflight.disk_note(RES)}")
-    # Outage records written by earlier versions: moved to {results}/stale/, redone.
-    try:
-        _RETIRED = stale.retire(RES)
-    except OSError as error:
-        raise WorkflowError(f"kernelsweep: cannot move stale records aside: {error}") from None
-    if _RETIRED:
-        print(
-            f"kernelsweep: {len(_RETIRED)} response record(s) held an outage, not a model's answer; "
-            f"moved to {RES}/stale/, their calls are redone:",
-            file=sys.stderr,
-        )
-        for _path, _reason in _RETIRED[:10]:
-            print(f"  {_path}: {_reason[:200]}", file=sys.stderr)
-    # Results from before precision was a path part would be recomputed, not found: stop and say so.
-    from kernelsweep import relayout  # noqa: E402
-
-    if relayout.legacy_paths(RES):
-        raise WorkflowError(relayout.legacy_note(RES))
+# Results from before precision was a path part would be recomputed, not found: stop and say so.
+if workflow.is_main_process and relayout.legacy_paths(RES):
+    raise WorkflowError(relayout.legacy_note(RES))
 
 DEVICE = STUDY.device
 METHODS = STUDY.methods
 MODELS = STUDY.config["models"]
 BUILD = STUDY.build_cache()
+# The run's model servers (Snakefile onstart/onsuccess/onerror): state files, logs, locks.
+RUN_SERVERS = str(Path(RES, ".run-servers").resolve())
 
 # One interpreter for every job: the one running Snakemake, unless jobs run in
 # conda environments (--sdm conda), where each env brings its own python and the
 # package's src/ goes on PYTHONPATH (it is not installed there). Jobs find it in
 # the environment ($KERNELSWEEP_PYTHON), not in params: Snakemake reruns a job
 # whose params changed, and the interpreter's path differs between `snakemake`
-# and `python -m snakemake`, or between two checkouts of one study. (A SLURM job
-# parses this file again and sets it for itself.)
+# and `python -m snakemake`, or between two checkouts of one study.
 _CONDA = "conda" in str(getattr(workflow.deployment_settings, "deployment_method", "")).lower()
-os.environ.update(KERNELSWEEP_PYTHON="python" if _CONDA else sys.executable)
-if _CONDA:
-    os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (str(_SRC), os.environ.get("PYTHONPATH")) if p))
-# The run's model servers (Snakefile onstart/onsuccess/onerror): state files, logs, locks.
-from kernelsweep.models import run_server  # noqa: E402
 
-RUN_SERVERS = str(Path(RES, ".run-servers").resolve())
-os.environ.pop(run_server.ENV, None)  # set by onstart, for local runs only
+
+def set_job_environment(share_run_servers):
+    """The variables the jobs' commands read. Set by onstart for the jobs of this
+    run; a cluster job (which runs no onstart) sets them for itself at parse time.
+    Jobs on this machine share the run's model servers (kernelsweep.models.run_server);
+    a cluster job loads its model itself."""
+    os.environ.update(KERNELSWEEP_PYTHON="python" if _CONDA else sys.executable)
+    if _CONDA:
+        os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (str(_SRC), os.environ.get("PYTHONPATH")) if p))
+    if share_run_servers:
+        os.environ[run_server.ENV] = RUN_SERVERS
+    else:
+        os.environ.pop(run_server.ENV, None)
+
+
+if not workflow.is_main_process:
+    set_job_environment(share_run_servers=False)
+
+
+def refuse_a_full_disk():
+    """A full disk fails every job with an empty log (the log cannot be written either)."""
+    if preflight.free_bytes(RES) < preflight.FULL_DISK_BYTES:
+        raise WorkflowError(f"kernelsweep: {preflight.disk_note(RES)}")
+
+
+def refuse_unconfinable_workers(workflow):
+    """Candidate code runs confined: before any job of this machine runs one, a
+    confined worker must import torch and the harness (`kernelsweep confinement`);
+    cluster jobs check on their own node."""
+    if not (workflow.local_exec and not workflow.remote_exec):
+        return
+    problem = preflight.confinement_problem([job.rule.name for job in workflow.dag.needrun_jobs()], DEVICE)
+    if problem:
+        raise WorkflowError(f"kernelsweep: {problem}")
+
+
 CPU_ENV = "../../envs/cpu.yaml"
 TIMING_ENV = "../../envs/cuda.yaml" if DEVICE == "cuda" else CPU_ENV
 # Generation on a GPU (transformers backend with device cuda) needs the CUDA env.
 GEN_ENV = (
-    "../../envs/cuda.yaml"
-    if any(str(m.get("device", "")).startswith("cuda") for m in MODELS.values())
-    else CPU_ENV
+    "../../envs/cuda.yaml" if any(str(m.get("device", "")).startswith("cuda") for m in MODELS.values()) else CPU_ENV
 )
 # Timing jobs claim a device slot (a distinct GPU per job, CUDA_VISIBLE_DEVICES
 # set); on the CPU the single slot serialises timings so they never share cores.
@@ -131,9 +144,9 @@ def _alternatives(names):
 
 
 wildcard_constraints:
+    **{**layout.WILDCARDS, "precision": _alternatives(STUDY.precisions)},
     model=_alternatives(STUDY.models),
     method=_alternatives(METHODS),
-    **{**layout.WILDCARDS, "precision": _alternatives(STUDY.precisions)},
 
 
 def as_json(obj):
@@ -147,8 +160,11 @@ def method_of(wildcards):
 
 def fill(template, wildcards, **values):
     """A path template with the cell's wildcards and the given turn/cand filled in."""
-    known = {k: getattr(wildcards, k) for k in ("precision", "model", "method", "task", "sample", "turn")
-             if hasattr(wildcards, k)}
+    known = {
+        k: getattr(wildcards, k)
+        for k in ("precision", "model", "method", "task", "sample", "turn")
+        if hasattr(wildcards, k)
+    }
     return template.format(**{**known, **values})
 
 
@@ -192,7 +208,9 @@ def react_spec(wildcards):
 
 def profile_peaks():
     return " ".join(
-        f"--{k.replace('_', '-')} {v}" for k, v in STUDY.config["profile"].items() if k.startswith("peak_") and v is not None
+        f"--{k.replace('_', '-')} {v}"
+        for k, v in STUDY.config["profile"].items()
+        if k.startswith("peak_") and v is not None
     )
 
 
@@ -262,11 +280,21 @@ def role_inputs(wildcards, role=None):
 
 
 def generator_inputs(wildcards):
-    return {**role_inputs(wildcards), "model": model_ready(wildcards)}
+    responses = [fill(cand(layout.RESPONSE), wildcards, cand=c) for c in range(method_of(wildcards)["n"])]
+    return {**role_inputs(wildcards), "model": model_ready(wildcards), "retired": retired_inputs(responses)}
 
 
 def role_rule_inputs(role):
-    return lambda wildcards: {**role_inputs(wildcards, role), "model": model_ready(wildcards)}
+    return lambda wildcards: {
+        **role_inputs(wildcards, role),
+        "model": model_ready(wildcards),
+        "retired": retired_inputs([fill(role_file(role, layout.RESPONSE), wildcards)]),
+    }
+
+
+def prompt_inputs(input):
+    """The inputs a prompt builder reads (not the model's marker, not retired records)."""
+    return as_json({k: v for k, v in input.items() if k not in ("model", "retired")})
 
 
 def select_inputs(wildcards):
@@ -332,3 +360,44 @@ REPORT_FIGURE_FILES = [
     for name in REPORT_FIGURES
     for p in (STUDY.precisions if len(STUDY.precisions) > 1 else [None])
 ]
+
+# -- outage records of earlier versions (README, "Results from earlier versions") --
+# A response.json that records an outage makes its cell look finished. Planning
+# only reads them: the job that wrote one gets the record's place under
+# {results}/stale/ as one more input, made by rule retire_outage_record
+# (strategies.smk), which moves the record there. Snakemake reruns a job whose set
+# of inputs changed since it ran, and everything after it; the places are also
+# targets of rule all, for jobs Snakemake has no record of. The moved record stays
+# an input from then on (kernelsweep.stale), so the set does not change again.
+# Found in the main process only: in a cluster job the record has been moved already.
+_OUTAGES = {os.path.normpath(p): why for p, why in stale.find(RES)} if workflow.is_main_process else {}
+_RETIRED = {os.path.normpath(p) for p in stale.retired(RES)}
+
+
+def retired_place(response):
+    return res(f"{layout.STALE}/{os.path.relpath(response, RES)}")
+
+
+def retired_inputs(responses):
+    """The retired-record inputs of a job that writes `responses` (paths of response.json)."""
+    return [retired_place(r) for r in map(os.path.normpath, responses) if r in _OUTAGES or r in _RETIRED]
+
+
+def move_outage_record(record, log):
+    """What retire_outage_record runs (strategies.smk); `record` is its path under {results}."""
+    kept = stale.move_aside(RES, res(record))
+    Path(log).write_text(f"moved {res(record)} to {kept}\n")
+
+
+# A response.json is in {cell}/t{turn}/c{cand}/, {cell}/roles/{role}/ or {cell}/t{turn}/feedback/.
+_STUDY_CELLS = {os.path.dirname(f) for f in FINALS}
+_PLANNED_OUTAGES = [p for p in _OUTAGES if os.path.dirname(os.path.dirname(os.path.dirname(p))) in _STUDY_CELLS]
+OUTAGE_TARGETS = [retired_place(p) for p in _PLANNED_OUTAGES]
+if _PLANNED_OUTAGES:
+    print(
+        f"kernelsweep: {len(_PLANNED_OUTAGES)} response record(s) held an outage, not a model's answer; "
+        f"a run moves them to {RES}/{layout.STALE}/ and redoes their calls:",
+        file=sys.stderr,
+    )
+    for _path in _PLANNED_OUTAGES[:10]:
+        print(f"  {_path}: {_OUTAGES[_path][:200]}", file=sys.stderr)

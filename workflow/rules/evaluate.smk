@@ -20,16 +20,16 @@ for _n in sorted({m["n"] for m in METHODS.values()}):
             cell_benchmark("compile", f"{layout.TURN_DIR}.tsv")
         wildcard_constraints:
             method=methods_with_n(_n),
+        conda:
+            TIMING_ENV
         threads: min(_n, 4)
         params:
             timeout=STUDY.config["evaluation"]["compile_timeout_s"],
             arch=STUDY.config["cuda_arch"],
             device=DEVICE,
             build=BUILD,
-        conda:
-            TIMING_ENV
         shell:
-            "TORCH_CUDA_ARCH_LIST={params.arch:q} \"$KERNELSWEEP_PYTHON\" -m kernelsweep compile-turn "
+            'TORCH_CUDA_ARCH_LIST={params.arch:q} "$KERNELSWEEP_PYTHON" -m kernelsweep compile-turn '
             "--candidates {input.candidates:q} --device {params.device} --jobs {threads} "
             "--build-dir {params.build:q} --timeout {params.timeout} > {log:q} 2>&1"
 
@@ -47,18 +47,18 @@ rule evaluate:
         cell_log("evaluate", f"{layout.TURN_DIR}/{layout.CAND_DIR}.log"),
     benchmark:
         cell_benchmark("evaluate", f"{layout.TURN_DIR}/{layout.CAND_DIR}.tsv")
+    conda:
+        TIMING_ENV
+    resources:
+        **TIMING_RESOURCE,
     params:
         args=evaluation_args(),
         arch=STUDY.config["cuda_arch"],
         build=BUILD,
         slots=SLOTS,
-    resources:
-        **TIMING_RESOURCE,
-    conda:
-        TIMING_ENV
     shell:
-        "TORCH_CUDA_ARCH_LIST={params.arch:q} \"$KERNELSWEEP_PYTHON\" -m kernelsweep gpu-slots run {params.slots} --late -- "
-        "\"$KERNELSWEEP_PYTHON\" -m kernelsweep evaluate-candidate "
+        'TORCH_CUDA_ARCH_LIST={params.arch:q} "$KERNELSWEEP_PYTHON" -m kernelsweep gpu-slots run {params.slots} --late -- '
+        '"$KERNELSWEEP_PYTHON" -m kernelsweep evaluate-candidate '
         "--candidate {input.candidate:q} --response {input.response:q} --build {input.build:q} "
         "--reference {input.reference:q} --task {input.task:q} --precision {wildcards.precision} {params.args} "
         "--build-dir {params.build:q} "

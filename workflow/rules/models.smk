@@ -15,4 +15,4 @@ if PREPARED_CHECKPOINTS:
         conda:
             GEN_ENV
         shell:
-            "\"$KERNELSWEEP_PYTHON\" -m kernelsweep prepare-model --out {wildcards.checkpoint} > {log:q} 2>&1"
+            '"$KERNELSWEEP_PYTHON" -m kernelsweep prepare-model --out {wildcards.checkpoint} > {log:q} 2>&1'

@@ -21,14 +21,14 @@ if REACT_METHODS:
             cell_benchmark("react", "react.tsv")
         wildcard_constraints:
             method=_alternatives(REACT_METHODS),
-        params:
-            spec=react_spec,
-            arch=STUDY.config["cuda_arch"],
-            cell_dir=lambda w, output: str(Path(output[0]).parent),
         priority: MODEL_CALL_PRIORITY
         conda:
             TIMING_ENV
+        params:
+            spec=react_spec,
+            arch=STUDY.config["cuda_arch"],
+            cell_dir=str(Path(cell(layout.FINAL)).parent),
         shell:
-            "TORCH_CUDA_ARCH_LIST={params.arch:q} \"$KERNELSWEEP_PYTHON\" -m kernelsweep react --spec {params.spec:q} "
+            'TORCH_CUDA_ARCH_LIST={params.arch:q} "$KERNELSWEEP_PYTHON" -m kernelsweep react --spec {params.spec:q} '
             "--task {input.task:q} --reference {input.reference:q} --cell-dir {params.cell_dir:q} --out {output:q} "
             "> {log:q} 2>&1"

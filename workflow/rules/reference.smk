@@ -15,17 +15,17 @@ rule profile:
         res("logs/profile/{device}/{precision}/{task}.log"),
     benchmark:
         res("benchmarks/profile/{device}/{precision}/{task}.tsv")
+    conda:
+        TIMING_ENV
+    resources:
+        **TIMING_RESOURCE,
     params:
         peaks=profile_peaks(),
         timeout=STUDY.config["profile"]["timeout_s"],
         slots=SLOTS,
-    resources:
-        **TIMING_RESOURCE,
-    conda:
-        TIMING_ENV
     shell:
-        "\"$KERNELSWEEP_PYTHON\" -m kernelsweep gpu-slots run {params.slots} --late -- "
-        "\"$KERNELSWEEP_PYTHON\" -m kernelsweep profile {input:q} --device {wildcards.device} --precision {wildcards.precision} "
+        '"$KERNELSWEEP_PYTHON" -m kernelsweep gpu-slots run {params.slots} --late -- '
+        '"$KERNELSWEEP_PYTHON" -m kernelsweep profile {input:q} --device {wildcards.device} --precision {wildcards.precision} '
         "--timeout {params.timeout} {params.peaks} --out {output:q} > {log:q} 2>&1"
 
 
@@ -38,17 +38,17 @@ rule baseline:
         res("logs/baseline/{device}/{precision}/{task}.log"),
     benchmark:
         res("benchmarks/baseline/{device}/{precision}/{task}.tsv")
+    conda:
+        TIMING_ENV
+    resources:
+        **TIMING_RESOURCE,
     params:
         modes=",".join(STUDY.config["baseline"]["modes"]),
         trials=STUDY.config["baseline"]["timing_trials"],
         timeout=STUDY.config["baseline"]["timeout_s"],
         slots=SLOTS,
-    resources:
-        **TIMING_RESOURCE,
-    conda:
-        TIMING_ENV
     shell:
-        "\"$KERNELSWEEP_PYTHON\" -m kernelsweep gpu-slots run {params.slots} --late -- "
-        "\"$KERNELSWEEP_PYTHON\" -m kernelsweep baseline-task {input:q} --device {wildcards.device} --precision {wildcards.precision} "
+        '"$KERNELSWEEP_PYTHON" -m kernelsweep gpu-slots run {params.slots} --late -- '
+        '"$KERNELSWEEP_PYTHON" -m kernelsweep baseline-task {input:q} --device {wildcards.device} --precision {wildcards.precision} '
         "--modes {params.modes} --timing-trials {params.trials} --timeout {params.timeout} "
         "--out {output:q} > {log:q} 2>&1"

@@ -9,13 +9,13 @@ rule study_manifest:
         res(layout.STUDY_MANIFEST),
     log:
         res("logs/study_manifest.log"),
-    params:
-        config=as_json(STUDY.config),
+    localrule: True
     conda:
         CPU_ENV
-    localrule: True
+    params:
+        config=as_json(STUDY.config),
     shell:
-        "\"$KERNELSWEEP_PYTHON\" -m kernelsweep manifest --config {params.config:q} --tasks {input:q} --out {output:q} > {log:q} 2>&1"
+        '"$KERNELSWEEP_PYTHON" -m kernelsweep manifest --config {params.config:q} --tasks {input:q} --out {output:q} > {log:q} 2>&1'
 
 
 rule report:
@@ -35,13 +35,13 @@ rule report:
         ],
     log:
         res("logs/report.log"),
+    localrule: True
+    conda:
+        CPU_ENV
+    threads: 2
     params:
         results=lambda w, input: str(Path(input.study).parents[1]),
         out=lambda w, output: str(Path(output.document).parent),
-    threads: 2
-    conda:
-        CPU_ENV
-    localrule: True
     shell:
-        "\"$KERNELSWEEP_PYTHON\" -m kernelsweep report --results {params.results:q} --out {params.out:q} --study {input.study:q} "
+        '"$KERNELSWEEP_PYTHON" -m kernelsweep report --results {params.results:q} --out {params.out:q} --study {input.study:q} '
         "--jobs {threads} > {log:q} 2>&1"

@@ -4,8 +4,8 @@
 # a prompt reads (profile, previous selection, analysis, brief, feedback).
 
 PROMPT_THEN_GENERATE = (
-    "\"$KERNELSWEEP_PYTHON\" -m kernelsweep prompt --spec {params.spec:q} --inputs {params.inputs:q} --out {params.prompt:q} > {log:q} 2>&1 && "
-    "\"$KERNELSWEEP_PYTHON\" -m kernelsweep generate --model {wildcards.model} --model-spec {params.model:q} "
+    '"$KERNELSWEEP_PYTHON" -m kernelsweep prompt --spec {params.spec:q} --inputs {params.inputs:q} --out {params.prompt:q} > {log:q} 2>&1 && '
+    '"$KERNELSWEEP_PYTHON" -m kernelsweep generate --model {wildcards.model} --model-spec {params.model:q} '
     "--prompt {params.prompt:q} --out-dir {params.out_dir:q} >> {log:q} 2>&1"
 )
 
@@ -29,15 +29,16 @@ for _n in sorted({m["n"] for m in METHODS.values()}):
             cell_benchmark("generate", f"{layout.TURN_DIR}.tsv")
         wildcard_constraints:
             method=methods_with_n(_n),
-        params:
-            spec=lambda w: prompt_spec(w, "generator"),
-            inputs=lambda w, input: as_json({k: v for k, v in input.items() if k != "model"}),
-            model=lambda w: as_json(MODELS[w.model]),
-            prompt=lambda w, output: output.prompt,
-            out_dir=lambda w, output: str(Path(output.prompt).parent),
         priority: MODEL_CALL_PRIORITY
         conda:
             GEN_ENV
+        params:
+            spec=lambda w: prompt_spec(w, "generator"),
+            inputs=lambda w, input: prompt_inputs(input),
+            model=lambda w: as_json(MODELS[w.model]),
+            # paths as strings with wildcards, not functions of the output: the same values, planned faster
+            prompt=turn(layout.PROMPT),
+            out_dir=str(Path(turn(layout.PROMPT)).parent),
         shell:
             PROMPT_THEN_GENERATE
 
@@ -57,17 +58,31 @@ for _role, _rule_name in (("analyzer", "analyze"), ("researcher", "research"), (
             cell_log(_role, f"{layout.TURN_DIR}.log" if _role == "feedback" else "role.log"),
         benchmark:
             cell_benchmark(_role, f"{layout.TURN_DIR}.tsv" if _role == "feedback" else "role.tsv")
-        params:
-            spec=lambda w, _role=_role: prompt_spec(w, _role),
-            inputs=lambda w, input: as_json({k: v for k, v in input.items() if k != "model"}),
-            model=lambda w: as_json(MODELS[w.model]),
-            prompt=lambda w, output: output.prompt,
-            out_dir=lambda w, output: str(Path(output.response).parent),
         priority: MODEL_CALL_PRIORITY
         conda:
             GEN_ENV
+        params:
+            spec=lambda w, _role=_role: prompt_spec(w, _role),
+            inputs=lambda w, input: prompt_inputs(input),
+            model=lambda w: as_json(MODELS[w.model]),
+            prompt=role_file(_role, layout.PROMPT),
+            out_dir=str(Path(role_file(_role, layout.RESPONSE)).parent),
         shell:
             PROMPT_THEN_GENERATE
+
+
+rule retire_outage_record:
+    """An earlier version's outage record, moved to the same path under {results}/stale/
+    (retired_inputs, common.smk): the job that wrote it then makes the call again."""
+    output:
+        res(f"{layout.STALE}/{{record}}"),
+    log:
+        res("logs/retire_outage_record/{record}.log"),
+    wildcard_constraints:
+        record=rf"{layout.RUNS}/.+/{re.escape(layout.RESPONSE)}",
+    localrule: True
+    run:
+        move_outage_record(wildcards.record, log[0])
 
 
 rule select:
@@ -77,15 +92,15 @@ rule select:
         turn(layout.SELECT),
     log:
         cell_log("select", f"{layout.TURN_DIR}.log"),
+    localrule: True
+    conda:
+        CPU_ENV
     params:
         previous=lambda w, input: f"--previous {shlex.quote(input.previous)}" if "previous" in input.keys() else "",
         goal=lambda w: method_of(w)["goal"],
         last=lambda w: "--last" if int(w.turn) == method_of(w)["turns"] - 1 else "",
-    conda:
-        CPU_ENV
-    localrule: True
     shell:
-        "\"$KERNELSWEEP_PYTHON\" -m kernelsweep select --turn {wildcards.turn} --evals {input.evals:q} {params.previous} "
+        '"$KERNELSWEEP_PYTHON" -m kernelsweep select --turn {wildcards.turn} --evals {input.evals:q} {params.previous} '
         "--goal {params.goal} {params.last} --out {output:q} > {log:q} 2>&1"
 
 
@@ -96,9 +111,9 @@ rule final:
         cell(layout.FINAL),
     log:
         cell_log("final", "final.log"),
+    localrule: True
     conda:
         CPU_ENV
-    localrule: True
     shell:
-        "\"$KERNELSWEEP_PYTHON\" -m kernelsweep final --selection {input.selection:q} --responses {input.responses:q} "
+        '"$KERNELSWEEP_PYTHON" -m kernelsweep final --selection {input.selection:q} --responses {input.responses:q} '
         "--evals {input.evals:q} --roles {input.roles:q} --out {output:q} > {log:q} 2>&1"

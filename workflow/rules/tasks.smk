@@ -7,14 +7,14 @@ rule tasks:
         res(layout.TASK),
     log:
         res("logs/tasks/{task}.log"),
+    localrule: True
+    conda:
+        CPU_ENV
     params:
         selection=as_json(STUDY.config["tasks"]),
         root=workflow.basedir,
-    conda:
-        CPU_ENV
-    localrule: True
     shell:
-        "\"$KERNELSWEEP_PYTHON\" -m kernelsweep tasks write --selection {params.selection:q} --repo-root {params.root:q} "
+        '"$KERNELSWEEP_PYTHON" -m kernelsweep tasks write --selection {params.selection:q} --repo-root {params.root:q} '
         "--task {wildcards.task} --out {output:q} > {log:q} 2>&1"
 
 
@@ -26,8 +26,8 @@ rule reference_source:
         res(layout.REFERENCE),
     log:
         res("logs/reference_source/{task}.log"),
+    localrule: True
     conda:
         CPU_ENV
-    localrule: True
     shell:
-        "\"$KERNELSWEEP_PYTHON\" -m kernelsweep tasks reference {input:q} --out {output:q} > {log:q} 2>&1"
+        '"$KERNELSWEEP_PYTHON" -m kernelsweep tasks reference {input:q} --out {output:q} > {log:q} 2>&1'

@@ -3,11 +3,10 @@
 One trajectory per cell: the model reasons, calls one of the tools
 (kernelsweep.agent.tools), reads the observation, and goes on until the
 trajectory ends (goal met, a guard stops it, or a limit). Every step is a
-record of the cell's trace (kernelsweep.agent.trace), written as it happens;
+record of the cell's trace (kernelsweep.react_trace), written as it happens;
 the loop's state is rebuilt from those records (kernelsweep.agent.state), so a
 killed cell resumes without repeating a model call.
 
-    trace.py      the JSONL trace: append, fsync, load (a torn last line is dropped)
     protocol.py   the text protocol (base models, replay) and the native tool schemas
     workspace.py  the agent's own folder: confined write / edit / view
     sandbox.py    run(path): the agent's script in its own process group, time-limited
@@ -18,6 +17,4 @@ killed cell resumes without repeating a model call.
     model.py      one model reply: text protocol or native tool calls
     loop.py       the loop: resume, call, dispatch, guard, end
     cell.py       `kernelsweep react`: one study cell, its files and final.json
-    render.py     a trace as an HTML page
-    analysis.py   the failure study's figures and tables over recorded traces
 """

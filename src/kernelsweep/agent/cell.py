@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from kernelsweep import layout
-from kernelsweep.agent import protocol, trace
+from kernelsweep import react_trace as trace
+from kernelsweep.agent import protocol
 from kernelsweep.agent.loop import Trajectory, run
 from kernelsweep.agent.model import AgentModel, uses_native
 from kernelsweep.agent.state import State
@@ -159,7 +160,7 @@ def run_cell(spec: dict[str, Any], task_path: Path, reference: Path, cell_dir: P
     calls_dir = react_dir / "calls"
     for rec in call_records(records, key, prompt_sha):
         write_json(calls_dir / f"step{rec['key']['turn']:03d}.json", rec)
-    from kernelsweep.agent.render import render_html
+    from kernelsweep.report.trajectory_page import render_html
 
     write_atomic(react_dir / "trace.html", render_html(records))
     final = finalize(spec, state, records, cell_dir)

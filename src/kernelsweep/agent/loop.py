@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from kernelsweep.agent import guards, trace
+from kernelsweep import react_trace as trace
+from kernelsweep.agent import guards
 from kernelsweep.agent.protocol import ToolCall
 from kernelsweep.agent.state import State
 from kernelsweep.agent.tools import Toolbox

@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernelsweep.prompting.extract import PYTHON_TAGS, fenced_blocks
+
 CANDIDATE_FILE = "model_new.py"
 
 # name -> (description, {argument: description}, required arguments, flag that enables it)
@@ -49,7 +51,6 @@ TOOLS: dict[str, tuple[str, dict[str, str], tuple[str, ...], str | None]] = {
 EDITING = ("write_file", "edit_file")
 _ACTION = re.compile(r"^\s*\**\s*action\s*\**\s*:\s*\**\s*`?([A-Za-z_]+)`?", re.IGNORECASE | re.MULTILINE)
 _ARG = re.compile(r"^\s*([A-Za-z_]+)\s*:\s*(.*?)\s*$")
-_FENCE = re.compile(r"^```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 _THINK = re.compile(r"<think>(.*?)(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
 
 
@@ -86,8 +87,7 @@ def parse_text(text: str, step: int, allowed: list[str]) -> Parsed:
     """The tool call of a text-protocol reply."""
     reasoning, content = split_reasoning(text)
     call_id = f"s{step}"
-    blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(content)]
-    code_blocks = [body for lang, body in blocks if lang in ("python", "py", "")]
+    code_blocks = [body for lang, body in fenced_blocks(content) if lang in PYTHON_TAGS or not lang]
     match = _ACTION.search(content)
     if not match:
         if code_blocks:
@@ -106,7 +106,7 @@ def parse_text(text: str, step: int, allowed: list[str]) -> Parsed:
         if not arg or arg.group(1).lower() not in TOOLS[name][1]:
             break
         args[arg.group(1).lower()] = arg.group(2)
-    after_blocks = [body for _, body in _FENCE.findall(after)]
+    after_blocks = [body for _, body in fenced_blocks(after)]
     if name == "write_file" and after_blocks:
         args["content"] = after_blocks[0]
     elif name == "edit_file" and len(after_blocks) >= 2:

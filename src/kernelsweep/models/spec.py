@@ -5,10 +5,10 @@ and adds the rules that span keys."""
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 from kernelsweep.models.base import ModelSetupError
+from kernelsweep.schema import load_schema
 
 BACKENDS = ("openai", "transformers", "replay")
 
@@ -17,16 +17,9 @@ def _fail(name: str, message: str) -> ModelSetupError:
     return ModelSetupError(f"model '{name}': {message}")
 
 
-@lru_cache(maxsize=1)
-def _schema() -> dict[str, Any]:
-    from kernelsweep.study import load_schema
-
-    return load_schema()
-
-
 def backend_schema(backend: str) -> dict[str, dict[str, Any]]:
     """key -> its schema, for every key of a backend's entry (the shared ones included)."""
-    return _schema()["$defs"][f"model_{backend}"]["properties"]
+    return load_schema()["$defs"][f"model_{backend}"]["properties"]
 
 
 def defaults(backend: str) -> dict[str, Any]:
@@ -69,7 +62,7 @@ def normalise(name: str, spec: Any) -> dict[str, Any]:
         raise _fail(name, f"the entry must be a mapping, got {type(spec).__name__}")
     if spec.get("backend") not in BACKENDS:
         raise _fail(name, f"backend must be one of {', '.join(BACKENDS)}, got {spec.get('backend')!r}")
-    root = _schema()
+    root = load_schema()
     validator = jsonschema.Draft202012Validator({"$ref": "#/$defs/model", "$defs": root["$defs"]})
     errors = sorted(validator.iter_errors(spec), key=lambda e: list(map(str, e.absolute_path)))
     if errors:

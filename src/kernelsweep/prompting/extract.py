@@ -16,6 +16,9 @@
 4. Without fences, a response that is bare Python (possibly after a line of
    prose) is taken as is.
 5. Prose only gives `code=None`: the candidate is a `no_code` candidate.
+
+`fenced_blocks(text)` is the same fence scanner for the react agent's text
+protocol (kernelsweep.agent.protocol), which reads a tool's arguments from blocks.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ class _Block:
     body: str
     closed: bool
     start: int      # line index of the opening fence
+    stop: int       # line index of the closing fence (len(lines) when left open)
 
 
 def _scan_blocks(lines: list[str]) -> list[_Block]:
@@ -78,9 +82,18 @@ def _scan_blocks(lines: list[str]) -> list[_Block]:
                 break
             body.append(lines[j])
             j += 1
-        blocks.append(_Block(lang, "\n".join(body), closed, i))
+        blocks.append(_Block(lang, "\n".join(body), closed, i, j))
         i = j + 1
     return blocks
+
+
+def fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """(language, body) of every closed fenced block, in order. The body is exactly
+    the lines between the fences, each ending with a newline (a file's content, an
+    edit's old or new text), not tidied as a candidate is."""
+    lines = text.replace("\r\n", "\n").split("\n")
+    return [(b.lang, "".join(line + "\n" for line in lines[b.start + 1:b.stop]))
+            for b in _scan_blocks(lines) if b.closed]
 
 
 def _dedent(code: str) -> str:

@@ -7,6 +7,8 @@ tables (parquet, CSV), Markdown/HTML tables, figures and REPORT.md.
     stats      bootstrap intervals over tasks
     aggregate  per-method numbers (rates, fast_p, geometric means)
     tables     the tables, formatted; figures: the figures; document: REPORT.md
+    react      the react strategy's section: its trajectories' tables, figures and pages
+    trajectory_page  one react trace as an HTML page (also written by each react cell)
     build      all of the above in one call (build_report); cli: `kernelsweep report`
 
 Nothing is imported here, so `kernelsweep report --help` stays light.

@@ -71,9 +71,9 @@ def build_report(results: str | Path, out: str | Path, spec: StudySpec, jobs: in
     report = out / "REPORT.md"
     text = document.render(collection, tables, str(results))
     # The react strategy's own analysis (trajectories, guards, tools), from its traces.
-    from kernelsweep.agent import analysis
+    from kernelsweep.report import react as react_analysis
 
-    react = analysis.build(results, out, list(spec.models), spec.methods, [t.id for t in spec.tasks], spec.samples,
+    react = react_analysis.build(results, out, list(spec.models), spec.methods, [t.id for t in spec.tasks], spec.samples,
                            list(spec.precisions))
     write_atomic(report, text + ("\n" + react if react else ""))
     return ReportResult(collection, files + [report])

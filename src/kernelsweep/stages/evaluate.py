@@ -42,7 +42,7 @@ def not_evaluated(response: dict[str, Any]) -> dict[str, Any] | None:
     reason = outage(response)
     if reason is not None:
         raise HarnessError(f"the response records an outage, not the model's answer ({reason}); rerun the "
-                           "workflow: planning retires such records and the call is made again")
+                           "workflow: it moves such records aside and makes the call again")
     if status != "ok":
         return {"category": "generation_failed",
                 "error": {"type": "GenerationFailed", "message": str(response.get("error") or "model call failed"), "log": None}}

@@ -19,9 +19,9 @@ from typing import Any
 import pandas as pd
 
 from kernelsweep import layout
-from kernelsweep.agent import trace
-from kernelsweep.agent.render import render_html
+from kernelsweep import react_trace as trace
 from kernelsweep.fileio import read_json, write_atomic
+from kernelsweep.report.trajectory_page import render_html
 from kernelsweep.verdict import SUCCESS_CATEGORIES
 
 BROKEN_RECORD_MIN = 3          # the same failing line or error in this many failed attempts

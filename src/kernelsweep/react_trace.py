@@ -1,5 +1,7 @@
-"""The trace of one trajectory: JSON lines, one record per event, appended and
-fsynced as it happens, so a kill loses at most the record being written.
+"""The trace of one react trajectory: JSON lines, one record per event, appended
+and fsynced as it happens, so a kill loses at most the record being written.
+Written by the agent (kernelsweep.agent), read by the report (kernelsweep.report.react):
+a file format both import, so neither imports the other for it.
 
 Record kinds (docs/react.md has the fields): start, model, tool, guard, end."""
 
