@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evaluator_paths import CPU, REFERENCES
 from kernelsweep.study import REPO_ROOT
 
 UNSHARE = shutil.which("unshare")
@@ -63,10 +62,12 @@ def test_checkout_and_venv_under_tmp_evaluate_confined(checkout_in_tmp):
     check = subprocess.run([str(python), "-m", "kernelsweep", "confinement"], capture_output=True, text=True,
                            env=env, timeout=300)
     assert check.returncode == 0, check.stderr
-    # A C++ extension built and judged inside the confinement (torch's link line from a spaced path too).
+    # The demo's fused C++ kernel on its task, built and judged inside the confinement, from the
+    # checkout's own copy (torch's link line from a spaced path too).
+    demo = parent / "src/kernelsweep/demo_tasks"
     done = subprocess.run([str(python), "-m", "kernelsweep", "eval", "--device", "cpu", "--trials", "2",
                            "--timing-trials", "10", "--warmup", "2", "--build-dir", str(parent / "build"),
-                           str(REFERENCES / "add.py"), str(CPU / "cpp_add.py")],
+                           str(demo / "1_Scale_Add_ReLU_Chain.py"), str(demo / "recorded/sources/fused.py")],
                           capture_output=True, text=True, env=env, cwd=parent, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     verdict = json.loads(done.stdout)
