@@ -548,13 +548,13 @@ def test_an_honest_candidate_has_no_hidden_time(run_eval):
 
 
 # ------------------------------------------- a custom kernel does the work ---
-@pytest.mark.parametrize("name", ["kernel_identity", "kernel_sliver"])
-def test_a_kernel_in_name_only_is_not_a_custom_kernel(run_eval, name):
+@pytest.mark.parametrize("use", ["identity", "sliver"])
+def test_a_kernel_in_name_only_is_not_a_custom_kernel(run_eval, tmp_path, use):
     """Issue 34: an extension whose only called function returns its argument,
     and one that computes 64 of 4,194,304 elements. Both are called on every
     forward and their results are used; the share of the calls' time inside
     the extension is far below settings.KERNEL_SHARE_MIN."""
-    r = _adv(run_eval, "vector_add", name, timing_trials=20)
+    r = run_eval("vector_add", _from_template("kernel_in_name_only", tmp_path, USE=use), timing_trials=20)
     assert r["category"] == "no_custom_kernel" and "kernel_share_low" in r["flags"], \
         (_why(r), r["kernel_evidence"])
     assert r["kernel_evidence"]["share"] < 0.1 and r["custom_kernel"] is False
