@@ -17,3 +17,14 @@ def embedded_checkpoint() -> Path:
     from kernelsweep.models.embedded import cache_dir, prepare
 
     return prepare(cache_dir(), log=lambda msg: None)
+
+
+@pytest.fixture(scope="session")
+def study_build_cache(tmp_path_factory) -> Path:
+    """One build cache (the config key `build_cache`) for the studies the tests run
+    through Snakemake: the cache is keyed by the candidate's hash, as a real study's
+    shared cache is, so a candidate one study built is found built by the next
+    (the demo's and the replay studies' kernels compile once per session). The
+    SLURM run of the demo keeps its own, so that its compile jobs build; the
+    evaluator's tests of building and caching keep theirs."""
+    return tmp_path_factory.mktemp("study-build")

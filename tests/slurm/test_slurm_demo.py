@@ -76,26 +76,33 @@ def evaluated_by_the_evaluate_rule(workdir: Path) -> list[Path]:
             and not (p.parents[2] / "react").is_dir()]
 
 
-def smaller_demo(folder: Path, checkpoint: Path) -> Path:
+def smaller_demo(folder: Path, checkpoint: Path, build_cache: Path | None = None) -> Path:
     """config/config.yaml, cut down as the module says; every other key as shipped."""
     config = yaml.safe_load(CONFIG.read_text())
+    if build_cache:
+        config["build_cache"] = str(build_cache)
     config["methods"] = {name: config["methods"][name] for name in METHODS}
     config["baseline"]["modes"] = ["eager"]
     # Short replies: the test is about SLURM matching a local run, and every SLURM job loads the
     # model itself (576-token replies made this test 14 minutes of CI).
     config["models"]["gemma270m"].update(max_tokens=96, path=str(checkpoint))
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / "demo.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
 
 
-def test_demo_study_on_slurm_matches_a_local_run(slurm_cluster, embedded_checkpoint, tmp_path):
-    config = smaller_demo(tmp_path, embedded_checkpoint)
-    common = ["-s", str(SNAKEFILE), "--configfile", str(config), "--config", f"tasks={{ids: {TASK_IDS}}}"]
+def test_demo_study_on_slurm_matches_a_local_run(slurm_cluster, embedded_checkpoint, study_build_cache, tmp_path):
+    tasks = ["--config", f"tasks={{ids: {TASK_IDS}}}"]
     local_dir, slurm_dir = tmp_path / "local", tmp_path / "slurm"
-    run_snakemake([*common, "--cores", "2"], local_dir, timeout=3600)
+    # The local run builds into the session's study build cache (tests/workflow's studies find
+    # the demo's kernels there); the SLURM run into its own, so its compile jobs build on the node.
+    local_config = smaller_demo(local_dir, embedded_checkpoint, study_build_cache)
+    run_snakemake(["-s", str(SNAKEFILE), "--configfile", str(local_config), *tasks, "--cores", "2"], local_dir,
+                  timeout=3600)
     # A `device: cpu` study: timing jobs on the CPU partition, no GPU requested.
-    slurm = [*common, "--workflow-profile", str(PROFILE), *SLURM_TEST_OPTIONS]
+    slurm = ["-s", str(SNAKEFILE), "--configfile", str(smaller_demo(slurm_dir, embedded_checkpoint)), *tasks,
+             "--workflow-profile", str(PROFILE), *SLURM_TEST_OPTIONS]
     run_snakemake(slurm, slurm_dir, timeout=5400, KERNELSWEEP_SLURM_TIMING_GPUS="0")
 
     local, slurm_verdicts = verdicts(local_dir), verdicts(slurm_dir)

@@ -71,10 +71,11 @@ def write_replay(folder: Path):
                 f.write(json.dumps({"task": TASK, **row}) + "\n")
 
 
-def study_config(tmp: Path) -> Path:
+def study_config(tmp: Path, build_cache: Path) -> Path:
     write_replay(tmp / "replay")
     config = {
         "results": str(tmp / "results"),
+        "build_cache": str(build_cache),
         "device": "cpu",
         "tasks": {"source": "demo", "levels": [0], "ids": [1]},
         "models": {"recorded": {"backend": "replay", "path": str(tmp / "replay")}},
@@ -140,11 +141,11 @@ class Study(NamedTuple):
 
 
 @pytest.fixture(scope="module")
-def finished_study(tmp_path_factory) -> Study:
+def finished_study(tmp_path_factory, study_build_cache) -> Study:
     """The study run to the end the way an interrupted study is: started, killed
     after its first evaluation, unlocked, and resumed by the same command."""
     tmp = tmp_path_factory.mktemp("study")
-    config = study_config(tmp)
+    config = study_config(tmp, study_build_cache)
     evals_at_kill = start_and_kill_after_first_evaluation(config)
     snakemake(config, "--unlock")  # a killed Snakemake leaves its lock behind
     snakemake(config)  # resumes (the default profile reruns incomplete jobs)
