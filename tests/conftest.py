@@ -1,13 +1,29 @@
-"""Fixtures shared by every test folder: the embedded model, prepared once per
-session (dequantizing its GGUF takes about a minute on two cores; the prepared
-checkpoint is cached under ~/.cache/kernelsweep/models, so later sessions and
-the second tier of scripts/test.sh find it ready)."""
+"""Shared by every test folder: the two tiers of scripts/test.sh, the embedded
+model prepared once per session (dequantizing its GGUF takes about a minute on
+two cores; the prepared checkpoint is cached under ~/.cache/kernelsweep/models,
+so later sessions find it ready), and one build cache for the studies."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+
+TESTS = Path(__file__).resolve().parent
+# Folders whose tests run real C++ builds in confined workers and share a build cache per
+# session (one build serves many tests): in the slow tier as a whole, so the cache stays
+# within one pytest run.
+BUILD_FOLDERS = ("evaluator", "agent")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """The slow tier (`-m slow`, scripts/test.sh runs it second) is every test marked
+    `slow`, every test of BUILD_FOLDERS, and every test that needs the embedded model."""
+    for item in items:
+        folder = Path(item.fspath).resolve().relative_to(TESTS).parts[0]
+        if folder in BUILD_FOLDERS or "embedded_checkpoint" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
