@@ -12,9 +12,11 @@ others: a range string like "1-4", or "all"); both model rows, with three of
 the demo's methods that between them submit every kind of job the study has
 (iterative: one-candidate turns, the second built on the first's verdict;
 agentic: the grouped analyzer and researcher calls, a two-candidate turn;
-react: the agent's own job); the eager baseline only (the inductor baseline is
-a timing job like it, compiling for minutes on a CPU); short replies; and the
-embedded model prepared once per session (tests/conftest.py), not once per run.
+react: the agent's own job; the first task's reference profile, which only
+guided prompts read, is asked for as a target of its own); the eager baseline
+only (the inductor baseline is a timing job like it, compiling for minutes on a
+CPU); short replies; and the embedded model prepared once per session
+(tests/conftest.py), not once per run.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ SNAKEFILE = REPO / "Snakefile"
 CORRECT_CUSTOM = SUCCESS_CATEGORIES  # a loaded machine may leave the timing without a verdict
 TASK_IDS = os.environ.get("KERNELSWEEP_SLURM_DEMO_IDS", "1-1")
 METHODS = ("iterative", "agentic", "react")
+FIRST_TASK = "L0-{:03d}".format(1 if TASK_IDS == "all" else int(TASK_IDS.strip("[] ").replace(",", "-").split("-")[0]))
+# The study's default target, and the reference profile (a timing job) that no method here reads.
+TARGETS = ["all", f"results/profile/cpu/fp32/{FIRST_TASK}.json"]
 
 pytestmark = [
     pytest.mark.slurm,
@@ -93,16 +98,18 @@ def smaller_demo(folder: Path, checkpoint: Path, build_cache: Path | None = None
 
 
 def test_demo_study_on_slurm_matches_a_local_run(slurm_cluster, embedded_checkpoint, study_build_cache, tmp_path):
-    tasks = ["--config", f"tasks={{ids: {TASK_IDS}}}"]
     local_dir, slurm_dir = tmp_path / "local", tmp_path / "slurm"
+
+    def study(config: Path) -> list[str]:  # targets first: --configfile takes several values
+        return [*TARGETS, "-s", str(SNAKEFILE), "--configfile", str(config), "--config", f"tasks={{ids: {TASK_IDS}}}"]
+
     # The local run builds into the session's study build cache (tests/workflow's studies find
     # the demo's kernels there); the SLURM run into its own, so its compile jobs build on the node.
-    local_config = smaller_demo(local_dir, embedded_checkpoint, study_build_cache)
-    run_snakemake(["-s", str(SNAKEFILE), "--configfile", str(local_config), *tasks, "--cores", "2"], local_dir,
-                  timeout=3600)
+    run_snakemake([*study(smaller_demo(local_dir, embedded_checkpoint, study_build_cache)), "--cores", "2"],
+                  local_dir, timeout=3600)
     # A `device: cpu` study: timing jobs on the CPU partition, no GPU requested.
-    slurm = ["-s", str(SNAKEFILE), "--configfile", str(smaller_demo(slurm_dir, embedded_checkpoint)), *tasks,
-             "--workflow-profile", str(PROFILE), *SLURM_TEST_OPTIONS]
+    slurm = [*study(smaller_demo(slurm_dir, embedded_checkpoint)), "--workflow-profile", str(PROFILE),
+             *SLURM_TEST_OPTIONS]
     run_snakemake(slurm, slurm_dir, timeout=5400, KERNELSWEEP_SLURM_TIMING_GPUS="0")
 
     local, slurm_verdicts = verdicts(local_dir), verdicts(slurm_dir)

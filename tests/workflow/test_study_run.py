@@ -116,7 +116,8 @@ def start_and_kill_after_first_evaluation(config: Path) -> list[Path]:
     tmp = config.parent
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), "--directory", str(tmp),
            "--cores", "2", "--configfile", str(config)]
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
     evals = tmp / "results" / "runs"
     deadline = time.time() + 900
     try:
