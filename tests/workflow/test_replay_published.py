@@ -77,7 +77,7 @@ def test_shared_material_elsewhere_is_named_on_the_command_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_published_verdicts_reach_the_report_through_the_dag(tmp_path):
+def test_published_verdicts_reach_the_report_through_the_dag(tmp_path, study_build_cache):
     """A replay source with published verdicts, run through the real DAG on the CPU
     (the bundled demo task; a C++ kernel and plain PyTorch): REPORT.md compares them
     and gives the kernel's fraction of the roofline bound."""
@@ -99,7 +99,7 @@ def test_published_verdicts_reach_the_report_through_the_dag(tmp_path):
     for method, rows in records.items():
         (replay / f"{method}.jsonl").write_text("".join(json.dumps({"task": TASK, **r}) + "\n" for r in rows))
     config = {
-        "results": str(tmp_path / "results"), "device": "cpu",
+        "results": str(tmp_path / "results"), "device": "cpu", "build_cache": str(study_build_cache),
         "tasks": {"source": "demo", "levels": [0], "ids": [1]},
         "models": {"recorded": {"backend": "replay", "path": "replay"}},  # relative: the run's folder
         "methods": {"guided": {"strategy": "guided"}, "iterative": {"strategy": "iterative", "turns": 2, "goal": "none"}},

@@ -1,6 +1,9 @@
 """The study DAG end to end on the CPU, with a replay model so every verdict is
-known in advance: every cell gets its final.json, a second run does nothing,
-deleting one eval.json reruns only what depends on it, and a killed run resumes.
+known in advance: a killed run resumes, every cell gets its final.json, a
+second run does nothing, deleting one eval.json reruns only what depends on it.
+One study serves every test here: it is SIGKILLed once its first evaluation is
+written and then resumed by the same command (a whole study takes minutes on
+two cores; an uninterrupted run is the reference of tests/workflow/test_outages.py).
 (The embedded model runs the same DAG in tests/slurm/test_slurm_demo.py and in
 the README's demo.)"""
 
@@ -12,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import yaml
@@ -67,10 +71,11 @@ def write_replay(folder: Path):
                 f.write(json.dumps({"task": TASK, **row}) + "\n")
 
 
-def study_config(tmp: Path) -> Path:
+def study_config(tmp: Path, build_cache: Path) -> Path:
     write_replay(tmp / "replay")
     config = {
         "results": str(tmp / "results"),
+        "build_cache": str(build_cache),
         "device": "cpu",
         "tasks": {"source": "demo", "levels": [0], "ids": [1]},
         "models": {"recorded": {"backend": "replay", "path": str(tmp / "replay")}},
@@ -104,20 +109,66 @@ def planned(proc) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE) if m.group(1) != "total"}
 
 
+def start_and_kill_after_first_evaluation(config: Path) -> list[Path]:
+    """Start the study and SIGKILL Snakemake's whole process group as soon as the first
+    eval.json is written (no clean shutdown: jobs die mid-write). The eval.json files
+    that existed at the kill are returned."""
+    tmp = config.parent
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), "--directory", str(tmp),
+           "--cores", "2", "--configfile", str(config)]
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    evals = tmp / "results" / "runs"
+    deadline = time.time() + 900
+    try:
+        while time.time() < deadline and not list(evals.rglob("eval.json")) and proc.poll() is None:
+            time.sleep(1)
+        found = list(evals.rglob("eval.json"))
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # the run ended on its own (it failed before any evaluation)
+        proc.wait()
+    return found
+
+
+class Study(NamedTuple):
+    """The shared study: its folder, its config, and the evaluations its killed first run had written."""
+
+    tmp: Path
+    config: Path
+    evals_at_kill: list[Path]
+
+
 @pytest.fixture(scope="module")
-def finished_study(tmp_path_factory):
+def finished_study(tmp_path_factory, study_build_cache) -> Study:
+    """The study run to the end the way an interrupted study is: started, killed
+    after its first evaluation, unlocked, and resumed by the same command."""
     tmp = tmp_path_factory.mktemp("study")
-    config = study_config(tmp)
-    snakemake(config)
-    return tmp, config
+    config = study_config(tmp, study_build_cache)
+    evals_at_kill = start_and_kill_after_first_evaluation(config)
+    snakemake(config, "--unlock")  # a killed Snakemake leaves its lock behind
+    snakemake(config)  # resumes (the default profile reruns incomplete jobs)
+    return Study(tmp, config, evals_at_kill)
 
 
 def final(tmp, method):
     return json.loads((tmp / "results" / "runs" / "fp32" / "recorded" / method / TASK / "s0" / "final.json").read_text())
 
 
+def test_killed_run_resumes(finished_study):
+    """The shared study's first run was SIGKILLed after its first evaluation; the
+    fixture unlocked it and ran the same command again, which finished it."""
+    tmp, config, _ = finished_study
+    assert finished_study.evals_at_kill, "the run produced no evaluation before the kill"
+    for method in ("zero_shot", "iterative", "agentic"):
+        assert final(tmp, method)["status"] == "evaluated"
+    assert planned(snakemake(config, "-n")) == {}
+
+
 def test_every_cell_has_its_final_verdict(finished_study):
-    tmp, _ = finished_study
+    tmp, _, _ = finished_study
     zero = final(tmp, "zero_shot")
     assert zero["status"] == "evaluated" and zero["result"]["custom_kernel"] and zero["result"]["correct"]
     # Any success category: on a loaded CI machine the timing may be too spread for a verdict.
@@ -144,7 +195,7 @@ def test_every_cell_has_its_final_verdict(finished_study):
 
 
 def test_second_run_does_nothing(finished_study):
-    _, config = finished_study
+    _, config, _ = finished_study
     assert planned(snakemake(config, "-n")) == {}
     # ...also when Snakemake runs under another path to the same interpreter
     # (`python` vs `python3`): no job may depend on how Snakemake was started.
@@ -156,7 +207,7 @@ def test_second_run_does_nothing(finished_study):
 
 
 def test_deleting_one_eval_reruns_only_its_dependents(finished_study):
-    tmp, config = finished_study
+    tmp, config, _ = finished_study
     target = tmp / "results/runs/fp32/recorded/iterative" / TASK / "s0/t1/c0/eval.json"
     target.unlink()
     jobs = planned(snakemake(config, "-n"))
@@ -166,27 +217,8 @@ def test_deleting_one_eval_reruns_only_its_dependents(finished_study):
     assert planned(snakemake(config, "-n")) == {}
 
 
-def test_killed_run_resumes(tmp_path):
-    config = study_config(tmp_path)
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), "--directory", str(tmp_path),
-           "--cores", "2", "--configfile", str(config)]
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    evals = tmp_path / "results" / "runs"
-    deadline = time.time() + 900
-    while time.time() < deadline and not list(evals.rglob("eval.json")):
-        time.sleep(1)
-    os.killpg(proc.pid, signal.SIGKILL)  # no clean shutdown: jobs die mid-write
-    proc.wait()
-    assert list(evals.rglob("eval.json")), "the run produced no evaluation before the kill"
-    snakemake(config, "--unlock")  # a killed Snakemake leaves its lock behind
-    snakemake(config)  # resumes (the default profile reruns incomplete jobs)
-    for method in ("zero_shot", "iterative", "agentic"):
-        assert final(tmp_path, method)["status"] == "evaluated"
-    assert planned(snakemake(config, "-n")) == {}
-
-
 def test_study_throughput_counts_every_evaluation(finished_study, tmp_path):
-    tmp, _ = finished_study
+    tmp, _, _ = finished_study
     out = tmp_path / "throughput.json"
     proc = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks/study_throughput.py"), str(tmp / "results"),
                            "--out", str(out)], capture_output=True, text=True, timeout=60)
@@ -211,7 +243,7 @@ def test_study_throughput_counts_every_evaluation(finished_study, tmp_path):
 def test_study_throughput_over_calls(finished_study, tmp_path):
     """A run made in several calls (the GPU notes' slices): the span is the sum of the
     calls' walls, not the clock from the first evaluation to the last."""
-    tmp, _ = finished_study
+    tmp, _, _ = finished_study
     script = [sys.executable, str(REPO_ROOT / "benchmarks/study_throughput.py"), str(tmp / "results")]
     wall_log = tmp_path / "wall.log"
     wall_log.write_text("1000 1400 rc=124\n\n5000 5200 rc=0\n")

