@@ -71,7 +71,7 @@ def test_recorded_responses_get_their_categories(tmp_path, study_build_cache):
         ("zero_shot", "L0-004", 0): {"compile_error"},
         ("guided", "L0-001", 0): {"cheat"},
         ("iterative", "L0-002", 0): {"wrong_output"},
-        ("iterative", "L0-002", 1): {"correct_faster", "correct_tie", "correct_unstable"},
+        ("iterative", "L0-002", 1): {"correct_faster", "correct_tie", "correct_slower", "correct_unstable"},  # a near tie (1.02x)
         ("iterative", "L0-003", 0): {"wrong_output"},  # the GELU pass without the scale
     }
     targets = [str(runs / m / t / f"s0/t{turn}/c0/eval.json") for m, t, turn in wanted]
