@@ -112,27 +112,19 @@ def _disk_note(worker: Worker) -> str:
     return f" (the disk of {worker.cwd} is full: {free / 2**20:.0f} MiB free)" if free < DISK_MARGIN else ""
 
 
-def _inside_extension(reply: dict[str, Any]) -> list[tuple[float, float]]:
-    """(ms inside the extension's calls, the call's claimed ms) for each call
-    the candidate's worker measured (workers/candidate.block), as bounded numbers."""
-    ms, inside = reply.get("ms"), reply.get("inside_ms")
-    if not isinstance(inside, dict) or not isinstance(ms, list):
-        return []
-    found = []
-    for key, value in inside.items():
-        i = int(key) if isinstance(key, str) and key.isdigit() else -1
-        if 0 <= i < len(ms) and type(value) in (int, float) and math.isfinite(value) and value >= 0:
-            found.append((float(value), float(ms[i])))
-    return found
-
-
-def _work_share(inside: list[tuple[float, float]]) -> float | None:
-    """The share of the measured calls' time spent inside the candidate's own
-    extension calls (0-1), or None when no call was measured."""
-    total = sum(call for _, call in inside)
-    if not inside or total <= 0:
+def _work_share(trials: list[dict[str, Any]]) -> float | None:
+    """The share of the trials' CPU time spent inside the candidate's
+    extension calls (0-1; workers/candidate._call_checked), from bounded
+    numbers, or None when no call was measured."""
+    inside = call = 0.0
+    for t in trials:
+        cpu = t.get("cpu_ms")
+        if isinstance(cpu, dict) and all(type(cpu.get(k)) in (int, float) and math.isfinite(cpu[k]) and cpu[k] >= 0
+                                         for k in ("inside", "call")):
+            inside, call = inside + cpu["inside"], call + cpu["call"]
+    if call <= 0:
         return None
-    return round(min(1.0, sum(ext for ext, _ in inside) / total), 4)
+    return round(min(1.0, inside / call), 4)
 
 
 def _secret_seed() -> int:
@@ -734,7 +726,6 @@ class Evaluation:
         checked = set(self.rng.sample(range(len(timed)), min(len(timed), CHECKED_CALLS)))
         armed_block = self.rng.randrange(len(blocks))
         extension_used = any(t.get("extension_calls") for t in self.trial_signals)
-        inside: list[tuple[float, float]] = []  # (ms inside the extension's calls, the call's ms)
         ref_windows: list[trusted_clock.Block] = []
         cand_windows: list[trusted_clock.Block] = []
         for b, block in enumerate(blocks):
@@ -744,7 +735,6 @@ class Evaluation:
             if not reply or reply.get("status") != "ok":
                 return self._candidate_stopped(cand, reply)
             cand_ms += reply["ms"]
-            inside += _inside_extension(reply)
             self._note_hooks(reply)
             if not reply["plain"]:
                 self.flags.append("non_plain_output")
@@ -790,7 +780,7 @@ class Evaluation:
         if not report or report.get("status") != "ok":
             return self._candidate_stopped(cand, report)
         if extension_used and cfg.device == "cpu":
-            self.record["kernel_evidence"]["share"] = _work_share(inside)
+            self.record["kernel_evidence"]["share"] = _work_share(self.trial_signals)
         audit = trusted_clock.audit(ref_windows, cand_windows)
         self.record.setdefault("timing", {})["windows"] = audit
         if audit["unaccounted"]:

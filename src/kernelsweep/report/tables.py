@@ -289,8 +289,9 @@ def _verdict_text(row: dict[str, Any]) -> str:
     text = str(row["category"])
     if row["category"] in verdict.NUMERICALLY_CORRECT and not _missing(row["speedup_eager"]):
         text += f" {row['speedup_eager']:.2f}x"
-    if row["category"] in verdict.NUMERICALLY_CORRECT and not _missing(row.get("kernel_share")):
-        text += f" (kernel share {row['kernel_share']:.2f})"
+    share = row.get("kernel_share")
+    if row["category"] in verdict.NUMERICALLY_CORRECT and isinstance(share, (int, float)) and not _missing(share):
+        text += f" (kernel share {share:.2f})"
     return text
 
 

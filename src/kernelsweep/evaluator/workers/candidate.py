@@ -48,6 +48,8 @@ from kernelsweep.evaluator.workers.buildhooks import BuildHooks
 from kernelsweep.evaluator.workers.clock import Clock
 from kernelsweep.evaluator.workers.perturb import Perturber
 
+_cpu_ns = time.process_time_ns  # captured before any candidate code
+
 _QUIESCE_S = 0.5
 
 
@@ -203,10 +205,17 @@ def _call_checked(s: State, inputs: list, seed: int, armed: bool,
     s.perturber.fired = 0
     returned = s.perturber.returned
     s.perturber.armed = armed
+    # On the host, the CPU time inside the extension's calls and in the whole call (the work
+    # share: CPU time, so a forward that sleeps is not diluted by its idle time).
+    host = s.device.type == "cpu"
+    s.perturber.inside_ns, s.perturber.measuring = 0, host
+    started = _cpu_ns()
     try:
         out = model(*inputs)
     finally:
+        call_ns = _cpu_ns() - started
         s.perturber.armed = False
+        s.perturber.measuring = False
     # The modes in force when the call returned (set in forward and left on, or set earlier).
     s.reduced.update(mathmodes.reduced_precision(mathmodes.GlobalSettings.capture()))
     structure, leaves = trees.flatten_output(out)
@@ -227,6 +236,7 @@ def _call_checked(s: State, inputs: list, seed: int, armed: bool,
         "perturbed_calls": s.perturber.fired if armed else None,
         "extension_calls": s.perturber.returned - returned,
         "hooks": hooked,
+        "cpu_ms": {"inside": s.perturber.inside_ns / 1e6, "call": call_ns / 1e6} if host and not armed else None,
     }
     s.alive.append(trees.tensors_in(leaves))
     # The state at return is what is judged: work finishing later is not counted. So an output
@@ -351,23 +361,13 @@ def warmup(ctx: frame.WorkerContext, s: State, seeds: list[int]) -> dict[str, An
 def block(ctx: frame.WorkerContext, s: State, seeds: list[int], synchronized: bool = False,
           armed_at: int | None = None) -> dict[str, Any]:
     """Time one call on each seed's inputs, made here first (every timed call
-    gets inputs never seen before: no answer can be remembered). On the host
-    the time inside the extension's calls is measured in every call but the
-    armed one (`inside_ms` by call: the work share; on a GPU the profiled
-    call in `report` gives it, from the kernels' own device times)."""
+    gets inputs never seen before: no answer can be remembered)."""
     s.kept = []
     s.inputs = [seeding.make_inputs(s.ref, seed, s.precision, s.device) for seed in seeds]
     flags = {"plain": True, "on_device": True, "perturbed_calls": None, "extension_calls": 0, "hooks": []}
     returned = s.perturber.returned
-    perturber = s.perturber
-    host = s.device.type == "cpu"
-    inside: dict[str, float] = {}
 
     def keep(i: int, out: Any) -> None:
-        if host:
-            if i != armed_at:
-                inside[str(i)] = perturber.inside_ns / 1e6
-            perturber.inside_ns = 0
         flags["hooks"] = flags["hooks"] or hooks.installed()
         structure, leaves = trees.flatten_output(out)
         flags["plain"] = flags["plain"] and trees.plain(leaves)
@@ -385,15 +385,13 @@ def block(ctx: frame.WorkerContext, s: State, seeds: list[int], synchronized: bo
 
     if armed_at == 0:
         s.perturber.fired, s.perturber.armed = 0, True
-    perturber.inside_ns, perturber.measuring = 0, host
     try:
         with torch.no_grad():
             ms = s.clock.block(s.model, s.inputs, synchronized=synchronized, after=keep)
     finally:
         s.perturber.armed = False
-        perturber.measuring = False
     flags["extension_calls"] = s.perturber.returned - returned
-    return {"ms": ms, "inside_ms": inside, **flags}
+    return {"ms": ms, **flags}
 
 
 def save(ctx: frame.WorkerContext, s: State, positions: list[int], names: list[str],

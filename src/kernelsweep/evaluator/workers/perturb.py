@@ -39,7 +39,7 @@ def _tensors(obj: Any) -> list[torch.Tensor]:
     return []
 
 
-_perf_ns = time.perf_counter_ns  # captured before any candidate code
+_cpu_ns = time.process_time_ns  # captured before any candidate code
 
 
 class Perturber:
@@ -48,15 +48,15 @@ class Perturber:
         self.calls: Counter = Counter()
         self.returned = 0  # calls that returned, all functions together
         self.fired = 0
-        # Host time inside extension calls while `measuring` (the work share on the
-        # CPU target, workers/candidate.block).
+        # CPU time inside extension calls while `measuring` (the work share on the
+        # CPU target, workers/candidate._call_checked).
         self.measuring = False
         self.inside_ns = 0
 
     def _timed(self, fn: Any, args: tuple, kwargs: dict) -> Any:
-        t0 = _perf_ns()
+        t0 = _cpu_ns()
         result = fn(*args, **kwargs)
-        self.inside_ns += _perf_ns() - t0
+        self.inside_ns += _cpu_ns() - t0
         return result
 
     def wrap(self, module: Any) -> Any:
