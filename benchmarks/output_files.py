@@ -1,8 +1,8 @@
 """How fast an output crosses between workers as a file (workers/outputfiles.py),
 against a chunked copy through a pinned host buffer, on each given folder.
 
-A task with GiB-sized outputs (KernelBench L1-007, L1-009: 4 GiB) spends most
-of the device's time in these files (docs/gpu-notes.md, session 11). Prints,
+A task with GiB-sized outputs spends most of its held device time in these
+files when they are slow (docs/decisions/2026-12-03-output-files.md). Prints,
 per folder and way: seconds per output to write (device -> file) and to read
 (file -> device), to delete it, and GB/s. Every output is written first,
 then each is read and deleted, as the evaluator's workers do.

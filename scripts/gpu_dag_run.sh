@@ -6,7 +6,7 @@
 #   scripts/gpu_dag_run.sh timing  the same candidates timed again alone on GPU 0 and, with two
 #                                  GPUs, beside a transformers generation load on GPU 0 (timed on GPU 1);
 #                                  TIMING_DEADLINE=S starts no evaluation after S seconds
-# Needs: torch with CUDA, nvcc; snakemake and jsonschema as wheels in .whl/ (see docs/gpu-notes.md);
+# Needs: torch with CUDA, nvcc; snakemake and jsonschema as wheels in .whl/ (see docs/gpu-machine.md);
 # KernelBench level-2 files 9, 12, 29, 76 under .gpu_carry/kernelbench/level2/.
 # Writes summaries and a tarball of the results to $OUT (or ./gpu_out).
 set -uo pipefail

@@ -10,7 +10,7 @@
 # SUITE_ONLY: a pytest -k expression over the suite's case ids, e.g. "hung_kernel or healthy_after_hang".
 # Usage: scripts/gpu_eval_suite.sh [suite] [bench] [baseline] [floor] [adversarial] [precision] [tmpclone]
 #   (default: suite bench baseline floor). bench compares with KernelBench's
-#   evaluator on the same candidates (needs its pydantic wheels; see docs/gpu-notes.md).
+#   evaluator on the same candidates (needs its pydantic wheels; see docs/gpu-machine.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 parts=${*:-suite bench baseline floor}

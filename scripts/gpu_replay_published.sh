@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's "Reproduce a published study on one GPU" on a lent GPU machine
 # (no network, at most ~10 minutes a command): config/replay-published.yaml with
-# the shared material carried in .gpu_carry/shared (docs/gpu-notes.md), in slices.
+# the shared material carried in .gpu_carry/shared (docs/gpu-machine.md), in slices.
 #
 #   RUN_S=540 scripts/gpu_replay_published.sh     # run for at most RUN_S seconds, then stop cleanly
 #
@@ -34,7 +34,7 @@ fi
 # A fresh machine: resume from the results an earlier call brought back (RESUME=results.tgz).
 if [ -n "${RESUME:-}" ] && [ ! -d "$RESULTS" ]; then
   tar xzf "$RESUME" -C "$WORK" || exit 1
-  # Results from before precision was a path part (session 8's first slice) move, nothing recomputed.
+  # Results from before precision was a path part (an older slice) move, nothing recomputed.
   python3 -m kernelsweep relayout --results "$RESULTS" || exit 1
 fi
 GPUS=$(python3 -c "import torch; print(torch.cuda.device_count())")
@@ -72,7 +72,7 @@ echo "evaluations $(count eval.json)/150, finals $(count final.json)/90, profile
 tar czf "$OUT/results.tgz" -C "$WORK" --exclude=results/build --exclude=results/.gpu-slots \
   --exclude=results/report/figures results wall.log 2>/dev/null
 # The plan is read whole before grep: under pipefail, grep -q quitting early would
-# SIGPIPE snakemake and fail the test (session 11's finished run never said "done").
+# SIGPIPE snakemake and fail the test, and a finished run would never say "done".
 plan=$(python3 -m snakemake -n "${ARGS[@]}" 2>&1)
 if [ -f "$RESULTS/report/REPORT.md" ] && grep -q "Nothing to be done" <<< "$plan"; then
   echo "done" | tee -a "$OUT/progress.txt"

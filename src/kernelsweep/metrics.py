@@ -10,9 +10,9 @@ fast_p       = correct AND custom kernel launched AND speedup_ci low end > p
                (for p = 1 and m = 0 this is exactly 'faster'; p = 0 is 'correct kernel')
 
 The interval is the spread within one run. Between runs the same candidate's
-speedup moves too (on an H200, up to 0.6% for one source timed in two jobs),
-so a speedup closer to 1 than the margin is a tie however tight its interval:
-a verdict that a rerun would flip is not reported as faster or slower.
+speedup moves too (docs/decisions/2026-11-29-equivalence-margin.md), so a
+speedup closer to 1 than the margin is a tie however tight its interval: a
+verdict that a rerun would flip is not reported as faster or slower.
 """
 
 from __future__ import annotations
@@ -135,11 +135,11 @@ def anchored_comparison(reference_ms: Sequence[float], candidate_ms: Sequence[fl
                         anchor_ms: Sequence[float], other_ms: Sequence[float],
                         margin: float = EQUIVALENCE_MARGIN) -> dict[str, Any]:
     """The candidate against `other` (e.g. a torch.compile mode) when the two were
-    timed in different processes. Absolute times drift between processes (on an
-    H200, by up to 4% for one candidate timed in two jobs), but each process's ratio
-    to the reference it timed beside it does not: so speedup = (ref / cand, from
-    the evaluator) / (anchor / other, from the baseline stage, anchor = the
-    reference there). Same record as compare_timings."""
+    timed in different processes. Absolute times drift between processes by
+    more than a speedup's interval (docs/decisions/2026-11-29-compile-through-eager.md),
+    but each process's ratio to the reference it timed beside it does not: so
+    speedup = (ref / cand, from the evaluator) / (anchor / other, from the
+    baseline stage, anchor = the reference there). Same record as compare_timings."""
     ref_cand, anchor_other = speedup(reference_ms, candidate_ms), speedup(anchor_ms, other_ms)
     return _comparison(ref_cand / anchor_other if ref_cand is not None and anchor_other else None,
                        anchored_interval(reference_ms, candidate_ms, anchor_ms, other_ms), margin)

@@ -24,9 +24,10 @@ def _as_wide(t: torch.Tensor) -> torch.Tensor:
     return t.to(torch.float64)
 
 
-# Elements compared per pass: the widened copies of a chunk stay small, so a
-# 512 MiB output is compared in a few seconds, not tens (measured on the H200
-# machine: whole-tensor float64 copies made the timed checks of L1-003 71 s).
+# Elements compared per pass: the widened (float64) copies of a chunk stay
+# small, so comparing a big output never allocates a whole widened copy of it,
+# and its transient memory is bounded whatever the output's size
+# (docs/decisions/2026-12-02-timed-output-checks.md).
 CHUNK = 1 << 22
 
 

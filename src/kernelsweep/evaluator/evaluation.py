@@ -49,10 +49,11 @@ from kernelsweep.evaluator.sandbox import Worker, child_env
 _WORKERS = "kernelsweep.evaluator.workers."
 BLOCK_CALLS = {"cuda": 10, "cpu": 2}  # timed calls per block: on a shared CPU, finer interleaving
 # Timed calls whose outputs are compared with the reference's, drawn in secret
-# among all timed calls (the armed call comes on top). Each check costs a file
-# per side and a comparison; whole 512 MiB outputs made seven checks 71 of
-# 148 s of L1-003's evaluation on the H200 machine), so big outputs are
-# checked on sampled elements (trees.SAMPLED_ELEMENTS, a few MiB per call).
+# among all timed calls (the armed call comes on top). Each check moves an
+# output per side and compares it, with the device held; checking outputs of
+# hundreds of MiB whole would cost more than the timing itself, so big outputs
+# are checked on sampled elements (trees.SAMPLED_ELEMENTS, a few MiB per call;
+# docs/decisions/2026-12-02-timed-output-checks.md).
 # A candidate wrong in half of its timed calls escapes with p = 2 ** -12.
 CHECKED_CALLS = 12
 SENTINEL_CALLS = 5         # candidate calls timed with a full synchronize, to find hidden work
@@ -75,8 +76,9 @@ def block_calls(device: str, input_bytes: int, output_bytes: int) -> int:
     timing budget (settings.TIMING_POOL_BYTES). A block's inputs are made
     before its calls, and the candidate keeps a clone of every output until
     the block ends (the calls to check are drawn after it), so both count:
-    sized by inputs alone, ten 4 GiB outputs of a 16 MiB input (L1-007) put
-    the candidate out of device memory."""
+    sized by inputs alone, a task with small inputs and GiB-sized outputs
+    would put an honest candidate out of device memory
+    (docs/decisions/2026-12-02-timing-blocks.md)."""
     per_call = max(1, input_bytes + output_bytes)
     return max(1, min(BLOCK_CALLS[device], settings.TIMING_POOL_BYTES[device] // per_call))
 

@@ -46,8 +46,8 @@ def prepare(ctx: frame.WorkerContext) -> Any:
 def _start_compile_workers() -> None:
     """Inductor starts its pool of compile processes at the first compile, on
     the held device; started and waited for before the late claim they cost
-    host time only (H200, L2-006: the first compiled call 4.5 s instead of
-    6.3 s; the wait itself ~8 s)."""
+    host time only, and the first compiled call holds the device for less
+    (docs/decisions/2026-12-03-baseline-modes.md)."""
     try:
         from torch._inductor.async_compile import AsyncCompile
         AsyncCompile.warm_pool()

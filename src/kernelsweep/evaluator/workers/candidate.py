@@ -103,7 +103,7 @@ def prepare(ctx: frame.WorkerContext) -> State:
     late claim, ModelNew built on the host from the reference's init inputs.
     It runs before the device is taken (frame: behind the device
     gate, so candidate code that starts CUDA waits for the device), so neither
-    a slow import nor a big model's construction (L3-002: 2 G parameters)
+    a slow import nor a big model's construction
     holds the device, and a candidate failing here needs no device at all."""
     cfg = ctx.config
     s = State()

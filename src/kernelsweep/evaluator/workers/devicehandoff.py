@@ -5,10 +5,11 @@ The reference's worker allocates it with the CUDA driver's virtual memory API
 (cuMemCreate, exportable as a POSIX file descriptor), zeroes it, and sends
 the descriptor over a Unix socket the parent made for the pair; the
 candidate's worker maps it and copies each trial's output into its slot
-(layout: where each of the reference's output tensors goes). On the H200 a
-4 GiB output took ~2 s to write to a file and ~1 s to read back, six times
-per evaluation; a device copy takes milliseconds. Legacy CUDA IPC handles
-cannot cross the candidate's PID namespace; a descriptor can.
+(layout: where each of the reference's output tensors goes). A GiB-sized
+output takes seconds to write to a file and read back, for every trial, with
+the device held; a device copy takes milliseconds
+(docs/decisions/2026-12-03-outputs-cross-on-device.md). Legacy CUDA IPC
+handles cannot cross the candidate's PID namespace; a descriptor can.
 
 What the candidate can do with it: write anything into this buffer (its own
 answers), as it could into its own output files. The buffer holds nothing

@@ -193,8 +193,8 @@ def _prepared_before_go(ctx: WorkerContext, prepare: Callable[[WorkerContext], A
     on a few threads (the job before may still time beside it) behind the
     device gate (workers/devicegate.py: what starts CUDA waits for "go"); say
     "hello" once it has ended or waits for the device, so the parent takes the
-    device only then (a model built on the host, 20 s for L3-002's, never
-    holds it); after "go" (the device set up first by take_device) return the
+    device only then (a model built on the host, however long it takes,
+    never holds it); after "go" (the device set up first by take_device) return the
     state or raise what prepare raised, so a failure is reported once the
     device is ours; after "report" raise it without the device."""
     if not ctx.config.get("await_go"):

@@ -6,12 +6,12 @@ leaf a number, or a tensor's dtype, shape and offset), then the tensors'
 bytes. The writer copies each tensor from the device straight into the
 file's mapping; the reader reads each tensor's bytes into it (on the host)
 or through a pinned staging buffer (to the device), from a descriptor it
-checked to be a regular file of bounded size. torch.save/torch.load moved a 4 GiB output
-through host buffers and a checksum on both sides; on the H200 a task with
-4 GiB outputs spent ~90 s of its evaluation on these files (L1-005, L1-007,
-L1-009). Any other output (a tensor subclass, a sparse layout, a dtype with
-no raw form) is written with torch.save as before, and read with
-weights_only: a file the candidate's process wrote never runs code here.
+checked to be a regular file of bounded size. torch.save/torch.load moved
+every output through host buffers and a checksum on both sides, which made
+the files most of a GiB-output task's held device time
+(docs/decisions/2026-12-03-output-files.md). Any other output (a tensor
+subclass, a sparse layout, a dtype with no raw form) is written with
+torch.save as before, and read with weights_only: a file the candidate's process wrote never runs code here.
 
 Imported before any candidate code runs, so the torch functions kept here are
 the real ones."""

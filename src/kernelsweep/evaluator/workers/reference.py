@@ -43,8 +43,8 @@ PROBE_SCALE, PROBE_SHIFT = 1000.0, 3.0
 # Outputs kept on a GPU up to a budget set at the first trial (_kept_budget):
 # KEPT_SHARE of its memory at least, KEPT_MAX_SHARE at most, and never less than
 # CANDIDATE_ROOM times the reference's own peak left to the candidate's process;
-# on the cpu device up to KEPT_CPU_BYTES. Beyond: private files, which cost a
-# 4 GiB-output task ~10 s of held device time per evaluation.
+# on the cpu device up to KEPT_CPU_BYTES. Beyond: private files, written and
+# read with the device held (docs/decisions/2026-12-03-reference-keeps-outputs.md).
 KEPT_SHARE = 0.125
 KEPT_MAX_SHARE = 0.35
 CANDIDATE_ROOM = 4
@@ -139,7 +139,7 @@ def prepare(ctx: frame.WorkerContext) -> State:
     module, its init inputs and Model under the public init seed, built on the
     host, the init inputs saved for the candidate. Under the late claim it runs while
     the job before still times (frame.serve), so a big model's construction
-    (L3-002: 2 G parameters) no longer holds the device."""
+    does not hold the device."""
     cfg = ctx.config
     s = State()
     s.private, shared = Path(cfg["private_dir"]), Path(cfg["shared_dir"])

@@ -77,8 +77,8 @@ def flatten_output(out: Any) -> tuple[str, list]:
 def _walk(o: Any, leaves: list) -> str:
     # Module-level, not a closure: a nested function that calls itself is a
     # reference cycle holding `leaves`, and the outputs in it outlived every
-    # call until the cyclic collector ran (rarely, in a timing loop): the
-    # candidate's worker piled up 4 GiB outputs until it ran out of device memory.
+    # call until the cyclic collector ran (rarely, in a timing loop), so a task
+    # with big outputs piled them up until the device's memory ran out.
     if isinstance(o, torch.Tensor):
         leaves.append(o)
         return "T"
@@ -139,9 +139,9 @@ def save(obj: Any, path: str | os.PathLike) -> None:
 
 
 def load(path: str | os.PathLike) -> Any:
-    """Tensors as views of the file's private mapping: a 2 G-parameter state
-    (KernelBench L3-002, 8.6 GB) is read once, by load_state_dict's copy, not
-    first into memory and then copied again, with the device held."""
+    """Tensors as views of the file's private mapping: a state of billions of
+    parameters is read once, by load_state_dict's copy, not first into memory
+    and then copied again, with the device held."""
     return _load(str(path), map_location="cpu", weights_only=True, mmap=True)
 
 
