@@ -25,7 +25,7 @@ queue to a job behind it. So a device waits for no process start between two
 evaluations, and still runs one timing at a time. Several places, because an
 evaluation warms up for longer (2-3 s: two processes importing torch) than a
 typical one holds the device (~2 s): with one place the device idled between
-them.
+them (docs/decisions/2026-12-03-late-claim.md).
 """
 
 from __future__ import annotations
