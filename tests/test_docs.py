@@ -107,3 +107,17 @@ def test_no_running_log_and_nothing_points_at_one():
                 if name != "tests/test_docs.py" and (REPO / name).is_file()
                 and "gpu-notes" in (REPO / name).read_text(encoding="utf-8", errors="replace")]
     assert not pointing, f"these files point at the removed log docs/gpu-notes.md: {pointing}"
+
+
+def test_every_pointer_into_docs_exists():
+    """Code comments, scripts and docs that cite a doc (a decision, a measurement) cite one that is there."""
+    tracked = subprocess.run(["git", "ls-files", "src", "workflow", "scripts", "benchmarks", "docs", "README.md",
+                              "config", "Snakefile"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    broken = set()
+    for name in tracked.splitlines():
+        path = REPO / name
+        if path.is_file() and path.suffix in (".py", ".smk", ".sh", ".md", ".yaml", "") and name != "tests/test_docs.py":
+            for cited in re.findall(r"\bdocs/[\w/.-]+\.(?:md|csv)", path.read_text(encoding="utf-8", errors="replace")):
+                if not (REPO / cited).exists():
+                    broken.add(f"{name}: {cited}")
+    assert not broken, f"pointers to docs that do not exist: {sorted(broken)}"
