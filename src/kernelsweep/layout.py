@@ -70,7 +70,7 @@ def figure_stem(name: str, precision: str | None = None) -> str:
 
 # Read back from the templates above, so a path is parsed as it is spelled.
 _KEY = re.compile(
-    r"^(?:.*/)?" + RUNS + "/"
+    r"^(?P<results>(?:.*/)?)" + RUNS + "/"
     + CELL_KEY.format(precision=f"(?P<precision>{WILDCARDS['precision']})", model=r"(?P<model>[^/]+)",
                       method=r"(?P<method>[^/]+)", task=f"(?P<task>{TASK_ID})", sample=r"(?P<sample>\d+)")
     + "(?:/" + TURN_DIR.format(turn=r"(?P<turn>\d+)") + "(?:/" + CAND_DIR.format(cand=r"(?P<cand>\d+)") + ")?)?(?:/|$)"
@@ -104,6 +104,14 @@ def key_of(path: str | Path) -> Key:
     turn, cand = m["turn"], m["cand"]
     return Key(m["model"], m["method"], m["task"], int(m["sample"]),
                None if turn is None else int(turn), None if cand is None else int(cand), m["precision"])
+
+
+def reference_of(path: str | Path) -> Path:
+    """The task reference (REFERENCE) of the cell that holds `path`, in the same `{results}`."""
+    m = _KEY.match(Path(path).as_posix())
+    if not m:
+        raise ValueError(f"{path} is not under {RUNS}/{CELL_KEY}")
+    return Path(m["results"] or ".") / REFERENCE.format(task=m["task"])
 
 
 def cand_file(path: str | Path, name: str) -> Path:

@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from evaluator_paths import CPU, LIBRARY_CANDIDATE
+from evaluator_paths import CPU, LIBRARY_CANDIDATE, REFERENCES
 
 from kernelsweep.evaluator import compile_candidate
 
@@ -68,3 +68,34 @@ def test_a_build_killed_midway_does_not_stall_the_next(tmp_path):
     record = compile_candidate(LIBRARY_CANDIDATE, device="cpu", build_dir=build, timeout_s=240, log_dir=tmp_path)
     assert record["compiled"] is True, (record["category"], record["error"])
     assert not any(p.exists() for p in stale)
+
+
+@pytest.mark.slow
+def test_a_build_in_forward_is_built_ahead_not_in_the_hold(tmp_path):
+    """A candidate that builds its extension on the first forward: given the
+    task's reference, the compile step builds it ahead (ModelNew constructed and
+    called on the meta device), and the evaluation finds it cached, with no
+    compiler time while it held the device. Without the reference, the
+    evaluation builds it itself, inside the hold, and its record says so."""
+    from kernelsweep.evaluator import evaluate
+
+    candidate, reference = CPU / "cpp_add_lazy.py", REFERENCES / "add.py"
+    options = dict(device="cpu", trials=2, timing_trials=5, warmup=1, timeout_s=120.0, compile_timeout_s=600.0,
+                   log_dir=tmp_path / "logs")
+
+    ahead_dir = tmp_path / "ahead"
+    record = compile_candidate(candidate, device="cpu", build_dir=ahead_dir, reference=reference, log_dir=tmp_path)
+    assert record["category"] is None and record["builds"] == []  # nothing is built at import
+    built = record["ahead"]["builds"]
+    assert [(b["name"], b["ok"], b["cached"]) for b in built] == [("ks_fixture_lazy", True, False)], record["ahead"]
+    assert record["ahead"]["reached"] in ("forward", "done")
+    judged = evaluate(reference, candidate, build_dir=ahead_dir, **options)
+    assert judged["correct"] and judged["custom_kernel"], judged["category"]  # its timing verdict is not the point
+    assert [(b["name"], b["cached"]) for b in judged["builds"]] == [("ks_fixture_lazy", True)]
+    assert judged["build_in_hold_s"] == 0.0
+
+    plain_dir = tmp_path / "plain"
+    assert compile_candidate(candidate, device="cpu", build_dir=plain_dir, log_dir=tmp_path)["ahead"] is None
+    judged = evaluate(reference, candidate, build_dir=plain_dir, **options)
+    assert [(b["name"], b["cached"], b["in_hold"]) for b in judged["builds"]] == [("ks_fixture_lazy", False, True)]
+    assert judged["build_in_hold_s"] > 0

@@ -4,7 +4,11 @@ the evaluation (on a GPU) finds every build cached.
 
 Build failures are classified by classify.classify_build, the function the
 evaluation uses; problems that are not build failures (an exception while
-importing the candidate) are recorded as `deferred` for the evaluation."""
+importing the candidate) are recorded as `deferred` for the evaluation.
+
+Builds a candidate makes only when it is constructed or called are built ahead
+too, given the task's reference (workers/ahead.py): recorded under `ahead`,
+they decide nothing here."""
 
 from __future__ import annotations
 
@@ -21,7 +25,8 @@ SCHEMA = "kernelsweep/build/1"
 
 def compile_candidate(candidate: Path, *, device: str = "cuda", build_dir: Path | None = None,
                       timeout_s: float = 600.0, log_dir: Path | None = None,
-                      cuda_arch: str | None = None, build_sharing: str = "candidate") -> dict[str, Any]:
+                      cuda_arch: str | None = None, build_sharing: str = "candidate",
+                      reference: Path | None = None) -> dict[str, Any]:
     t0 = time.monotonic()
     if device not in settings.DEVICES:
         raise HarnessError(f"device must be one of {', '.join(settings.DEVICES)}, not {device!r}")
@@ -43,7 +48,7 @@ def compile_candidate(candidate: Path, *, device: str = "cuda", build_dir: Path 
     record: dict[str, Any] = {
         "schema": SCHEMA, "candidate_sha256": src.sha256, "device": device, "cuda_arch": arch,
         "build_dir": str(build_root), "compiled": None, "category": None, "error": None,
-        "compile_s": 0.0, "wall_s": None, "log": None, "builds": [], "deferred": None,
+        "compile_s": 0.0, "wall_s": None, "log": None, "builds": [], "deferred": None, "ahead": None,
     }
 
     def done() -> dict[str, Any]:
@@ -62,22 +67,11 @@ def compile_candidate(candidate: Path, *, device: str = "cuda", build_dir: Path 
     log_path = logs / f"compile-{src.sha256[:16]}.log"
     config = {"device": device, "candidate": str(candidate), "build_root": str(build_root), "cuda_arch": arch,
               "candidate_names": sorted(src.defined_names)}
-    env = sandbox.child_env(devices.worker_env(str(build_root), cuda_arch=arch, hide_gpus=True))
-    mechanism = confine.mechanism()
-    record["confinement"] = mechanism
-    with tempfile.TemporaryDirectory(prefix="kernelsweep-compile-") as tmp:
-        spec = confine.worker_spec(private=Path(tmp), readable=[candidate], writable=[build_root],
-                                   hide=[cache_root, candidate.parent], memory_limit=None) \
-            if mechanism == confine.NAMESPACES else None
-        outcome = sandbox.run_worker("kernelsweep.evaluator.workers.compile", config, log_path=log_path,
-                                     cwd=Path(tmp), run_limit_s=timeout_s, build_limit_s=timeout_s, env=env,
-                                     label="compile", confinement=spec)
-    if outcome.confinement_failed:
-        raise HarnessError(confine.failure_message(outcome.log_excerpt[-2000:]), log=outcome.log)
+    record["confinement"] = confine.mechanism()
+    outcome = _run_builder("compile", config, candidate=candidate, build_root=build_root, cache_root=cache_root,
+                           log_path=log_path, run_limit_s=timeout_s, build_limit_s=timeout_s)
     record["log"] = outcome.log
     record["compile_s"] = round(outcome.build_s, 3)
-    if outcome.interrupted_build:
-        sandbox.remove_stale_lock(outcome.interrupted_build)
     result = outcome.result or {}
     builds = result.get("builds", [])
     record["builds"] = [{k: v for k, v in b.items() if k != "output"} for b in builds]
@@ -105,4 +99,53 @@ def compile_candidate(candidate: Path, *, device: str = "cuda", build_dir: Path 
             record.update(category=hint.category, error=hint.error(outcome.log), compiled=False)
         else:
             record["deferred"] = {"category": hint.category, "message": hint.message}
+    elif failure is None and reference is not None:
+        config["reference"] = str(Path(reference).resolve())
+        left = max(1.0, timeout_s - (time.monotonic() - t0))
+        ahead = _run_builder("ahead", config, candidate=candidate, build_root=build_root, cache_root=cache_root,
+                             log_path=logs / f"ahead-{src.sha256[:16]}.log", readable=(Path(reference).resolve(),),
+                             run_limit_s=min(AHEAD_RUN_LIMIT_S, left), build_limit_s=left)
+        record["ahead"] = _ahead_summary(ahead)
+        record["compile_s"] = round(record["compile_s"] + ahead.build_s, 3)
     return done()
+
+
+# Seconds of the ahead worker's own time (builds not counted): imports and a
+# construction on the meta device, where nothing is computed.
+AHEAD_RUN_LIMIT_S = 60.0
+
+
+def _run_builder(kind: str, config: dict[str, Any], *, candidate: Path, build_root: Path, cache_root: Path,
+                 log_path: Path, run_limit_s: float, build_limit_s: float,
+                 readable: tuple[Path, ...] = ()) -> sandbox.Outcome:
+    """One build worker (`compile` or `ahead`), confined, with no GPU visible."""
+    env = sandbox.child_env(devices.worker_env(str(build_root), cuda_arch=config.get("cuda_arch"), hide_gpus=True))
+    with tempfile.TemporaryDirectory(prefix="kernelsweep-compile-") as tmp:
+        spec = confine.worker_spec(private=Path(tmp), readable=[candidate, *readable], writable=[build_root],
+                                   hide=[cache_root, candidate.parent], memory_limit=None) \
+            if confine.mechanism() == confine.NAMESPACES else None
+        outcome = sandbox.run_worker(f"kernelsweep.evaluator.workers.{kind}", config, log_path=log_path,
+                                     cwd=Path(tmp), run_limit_s=run_limit_s, build_limit_s=build_limit_s, env=env,
+                                     label=kind, confinement=spec)
+    if outcome.confinement_failed:
+        raise HarnessError(confine.failure_message(outcome.log_excerpt[-2000:]), log=outcome.log)
+    if outcome.interrupted_build:
+        sandbox.remove_stale_lock(outcome.interrupted_build)
+    return outcome
+
+
+def _ahead_summary(outcome: sandbox.Outcome) -> dict[str, Any]:
+    """What the ahead worker built and how far the candidate's code got on the
+    meta device. A worker that died (a kernel fed meta tensors may crash it)
+    sent no result: its build events still say what it built."""
+    result = outcome.result or {}
+    if "builds" in result:
+        builds = [{k: b.get(k) for k in ("name", "ok", "seconds", "cached")} for b in result["builds"]]
+    else:
+        builds = [{k: e.get(k) for k in ("name", "ok", "seconds", "cached")}
+                  for e in outcome.events if e.get("kind") == "build_end"]
+    stopped_by = result.get("stopped_by")
+    if outcome.result is None:
+        stopped_by = "timeout" if outcome.timed_out else f"ended without a result (exit {outcome.returncode}, " \
+                                                         f"signal {outcome.signal})"
+    return {"builds": builds, "reached": result.get("reached", outcome.last_phase), "stopped_by": stopped_by}

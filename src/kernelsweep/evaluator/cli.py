@@ -121,6 +121,8 @@ class Compile:
         parser.add_argument("--timeout", type=positive_float, default=DEFAULTS["compile_timeout_s"],
                             help=f"build limit, seconds (default {DEFAULTS['compile_timeout_s']:g})")
         parser.add_argument("--log-dir", type=Path, default=None, help="where the build log goes (default BUILD_DIR/logs)")
+        parser.add_argument("--reference", type=Path, default=None, metavar="TASK.py",
+                            help="the task's reference: also build what ModelNew builds in __init__ or forward")
         parser.add_argument("--out", type=Path, default=None, help="also write the record here (atomically)")
 
     @staticmethod
@@ -129,7 +131,8 @@ class Compile:
 
         try:
             record = compile_candidate(args.candidate, device=args.device, build_dir=args.build_dir,
-                                       timeout_s=args.timeout, log_dir=args.log_dir, cuda_arch=args.cuda_arch)
+                                       timeout_s=args.timeout, log_dir=args.log_dir, cuda_arch=args.cuda_arch,
+                                       reference=args.reference)
         except HarnessError as exc:
             return fail("compile", str(exc))
         return emit("compile", record, args.out)

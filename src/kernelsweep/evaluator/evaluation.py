@@ -35,6 +35,7 @@ import random
 import secrets
 import shutil
 import socket
+import statistics
 import tempfile
 import time
 from contextlib import contextmanager
@@ -115,18 +116,20 @@ def _disk_note(worker: Worker) -> str:
 
 
 def _work_share(trials: list[dict[str, Any]]) -> float | None:
-    """The share of the trials' CPU time spent inside the candidate's
-    extension calls (0-1; workers/candidate._call_checked), from bounded
-    numbers, or None when no call was measured."""
-    inside = call = 0.0
+    """The share of a call's CPU time spent inside the candidate's extension
+    calls (0-1; workers/candidate._call_checked): the median over the measured
+    trials, from bounded numbers, so that one call's one-time work (a lazy build
+    or library load, a first-call cache) does not decide it, nor does one call
+    with the kernel among calls without. None when no call was measured."""
+    shares = []
     for t in trials:
         cpu = t.get("cpu_ms")
         if isinstance(cpu, dict) and all(type(cpu.get(k)) in (int, float) and math.isfinite(cpu[k]) and cpu[k] >= 0
-                                         for k in ("inside", "call")):
-            inside, call = inside + cpu["inside"], call + cpu["call"]
-    if call <= 0:
+                                         for k in ("inside", "call")) and cpu["call"] > 0:
+            shares.append(min(1.0, cpu["inside"] / cpu["call"]))
+    if not shares:
         return None
-    return round(min(1.0, inside / call), 4)
+    return round(statistics.median(shares), 4)
 
 
 def _secret_seed() -> int:
@@ -244,12 +247,17 @@ class Evaluation:
                 self.record["compiled"] = False
 
     def _note_builds(self, payload: dict[str, Any]) -> None:
-        """The builds the candidate's import made (from its setup reply, or its build events)."""
-        builds = [{k: b.get(k) for k in ("name", "ok", "seconds", "cached") + (("key",) if "key" in b else ())}
+        """The builds the candidate made so far (from its setup reply, its build events, or its
+        final report: all of them, those of the construction and the calls too)."""
+        builds = [{k: b.get(k) for k in ("name", "ok", "seconds", "cached", "in_hold") + (("key",) if "key" in b else ())}
                   for b in payload.get("builds") or []]
         if builds:
             self.record["builds"] = builds
             self.record["compiled"] = all(b["ok"] for b in builds)
+            # Compiler time spent while this evaluation held the device (a build the
+            # compile step could not do ahead): zero when everything was cached.
+            self.record["build_in_hold_s"] = round(sum(b["seconds"] or 0.0 for b in builds
+                                                       if b.get("in_hold") and not b.get("cached")), 3)
         self.record["compile_s"] = round(payload.get("compile_s") or 0.0, 3)
 
     def _candidate_failure(self, outcome: sandbox.Outcome, payload: dict | None,
@@ -867,6 +875,8 @@ class Evaluation:
             inputs="fresh per call", synchronized=synchronized,
             reference_alone_ms=metrics.median(alone))
         self._note_patches(report)
+        if report.get("builds"):
+            self._note_builds(report)  # with the builds ModelNew made after the import (in __init__, forward)
         if fileio.sha256_file(self.reference) != self.reference_file_sha:
             self.flags.append("reference_modified")
         output_bytes = manifest["trials"][0]["output_bytes"]

@@ -25,7 +25,7 @@ def blank(cfg: Any = None, src: Any = None) -> dict[str, Any]:
         "speedup": None, "speedup_ci": None, "timing_verdict": None, "faster": None,
         "runtime_ms": None, "ref_runtime_ms": None,
         "max_abs_diff": None, "max_rel_diff": None, "trials_passed": 0,
-        "error": None, "flags": [], "wall_s": 0.0, "compile_s": 0.0,
+        "error": None, "flags": [], "wall_s": 0.0, "compile_s": 0.0, "build_in_hold_s": 0.0,
         "device": getattr(cfg, "device", None), "precision": getattr(cfg, "precision", None),
         "stage_s": {}, "gpu_s": None, "builds": [], "provenance": {},
         "variants": None, "settings_changed": [], "weights": None,

@@ -74,9 +74,10 @@ def compile_one(candidate: Path, args) -> dict[str, Any]:
     if skipped:
         record = {"skipped": skipped["category"], "compiled": None}
     else:
+        reference = layout.reference_of(candidate)
         record = compile_candidate(candidate, device=args.device, build_dir=Path(args.build_dir),
                                    timeout_s=args.timeout or _DEFAULTS.compile_timeout_s,
-                                   log_dir=candidate.parent)
+                                   log_dir=candidate.parent, reference=reference if reference.is_file() else None)
     record["cell"] = cell_of(candidate)
     out = layout.cand_file(candidate, layout.BUILD)
     write_json(out, record)

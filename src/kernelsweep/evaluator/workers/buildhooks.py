@@ -149,6 +149,9 @@ class BuildHooks:
         self.failures: dict[int, dict[str, Any]] = {}
         self.modules: list[Any] = []
         self._real = {"load_inline": cpp_extension.load_inline, "load": cpp_extension.load}
+        # Set by the worker once the evaluation holds the device: a build from then on is
+        # compiler time on the device's clock, which building ahead (workers/ahead.py) avoids.
+        self.device_held = False
 
     def install(self) -> "BuildHooks":
         # torch writes `-L<its lib directory>` into the link line unquoted: a
@@ -188,7 +191,8 @@ class BuildHooks:
             name = str(arguments.get("name"))
             cached = any(directory.glob(f"{name}*.so"))
             record: dict[str, Any] = {"function": function, "name": name, "key": key,
-                                      "directory": str(directory), "cached": cached}
+                                      "directory": str(directory), "cached": cached,
+                                      "in_hold": hooks.device_held}
             known = _known_failure(directory)
             if known is not None:
                 # The compile step (or an earlier evaluation) already saw this exact

@@ -111,6 +111,7 @@ def prepare(ctx: frame.WorkerContext) -> State:
     s.precision = cfg["precision"]
     s.perturber = Perturber()
     ctx.hooks = BuildHooks(cfg["build_root"], ctx.channel, cfg.get("cuda_arch"), s.perturber).install()
+    ctx.hooks.device_held = not cfg.get("await_go")  # without the late claim the device was taken first
     s.guard = guard.Guard()
     mathmodes.use_strict()  # as the reference: what the candidate lowers from here is its own
     s.settings_before = mathmodes.GlobalSettings.capture(threads=ctx.host_threads)
@@ -144,6 +145,8 @@ def take_device(ctx: frame.WorkerContext) -> None:
     before the import without the late claim, at "go" with it (frame), so a
     device that cannot be set up is the harness's failure, not the candidate's."""
     machine.resolve_device(ctx.config["device"])
+    if ctx.hooks is not None:
+        ctx.hooks.device_held = True
 
 
 def setup(ctx: frame.WorkerContext, s: State) -> State:
