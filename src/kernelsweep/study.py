@@ -117,6 +117,7 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     lines = [_describe(e) for e in errors]
     lines += _react_conflicts(config.get("methods") or {})
+    lines += _corpus_conflicts(config.get("models") or {}, config.get("methods") or {})
     if config.get("timing_devices") and config.get("device") != "cuda":
         lines.append("config key 'timing_devices': lists GPUs for timing, but device is "
                      f"{config.get('device')!r}; remove it or set device: cuda")
@@ -147,6 +148,21 @@ def _react_conflicts(methods: Mapping[str, Any]) -> list[str]:
         if flags["force_profile"] and not flags["profiler"]:
             lines.append(f"config key 'methods.{name}.force_profile': needs the profiler tool; "
                          "set profiler: true or force_profile: null")
+    return lines
+
+
+def _corpus_conflicts(models: Mapping[str, Any], methods: Mapping[str, Any]) -> list[str]:
+    """A corpus holds one candidate per task: every method of its study must ask for one."""
+    corpora = [name for name, spec in models.items() if isinstance(spec, dict) and spec.get("backend") == "corpus"]
+    lines = []
+    for name, spec in methods.items():
+        if not corpora or not isinstance(spec, dict) or spec.get("strategy") not in STRATEGY_DEFAULTS:
+            continue
+        flags = resolve_method(name, spec)
+        if flags["turns"] != 1 or flags["n"] != 1 or flags["strategy"] in ("agentic", "react"):
+            lines.append(f"config key 'methods.{name}': model(s) {', '.join(corpora)} read a corpus, one candidate "
+                         "per task; every method of the study must be one turn of one candidate (strategy zero_shot); "
+                         "run the corpus in a study of its own")
     return lines
 
 
@@ -211,7 +227,7 @@ def load_study(config: Mapping[str, Any], repo_root: Path | str = REPO_ROOT) -> 
 
     resolved = validate_config(config)
     for spec in resolved["models"].values():  # jobs may run in another folder: the path they read, absolute
-        if spec.get("backend") == "replay" and spec.get("path"):
+        if spec.get("backend") in ("replay", "corpus") and spec.get("path"):
             spec["path"] = str(replay.resolve_path(spec["path"], repo_root))
     task_ids = tuple(plan_task_ids(resolved["tasks"], Path(repo_root)))
     if not task_ids:
