@@ -19,8 +19,11 @@ A model entry `backend: corpus` names a `path` and its `format`:
   `raw_response` is extracted as the study extracted it; the claim is
   `study_verdict.speedup` over eager when the study judged it correct.
 
-One row per task; a second row for a task is an error. A row's claim is a
-Claim per baseline with a speedup (None: the corpus claims nothing for it).
+One row per task; a second row for a task is an error. A row's claims map each
+baseline to the claimed speedup (None: the corpus claims nothing for it). The
+candidate's response record carries them (`meta.corpus`: file and line, claims,
+claimed tolerance, the corpus's reference), so the report reads the claim
+judged from the cell's own files.
 """
 
 from __future__ import annotations
@@ -248,4 +251,5 @@ class CorpusBackend(Backend):
         return [Completion(text=text, finish_reason=None, prompt_tokens=None, completion_tokens=None,
                            latency_s=None, request={"messages": messages}, seed=None, index=0,
                            meta={"corpus": {"file": str(self.path), "where": row.where, "format": self.spec["format"],
-                                            "claims": row.claims, "atol": row.atol, "rtol": row.rtol}})]
+                                            "claims": row.claims, "atol": row.atol, "rtol": row.rtol,
+                                            "ref_code": row.ref_code}})]
