@@ -5,6 +5,7 @@ bundled demo tasks goes through Snakemake to the report's claims section."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -54,6 +55,20 @@ def write_corpus(path):
         {"task": "L0-004", "code": "", "claims": {}},  # nothing published, nothing claimed
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_cuda_l1_config_plans_one_cell_per_row(tmp_path):
+    """config/cuda-l1.yaml: CUDA-L1's 250 H100 rows, one cell each, planned on a CPU machine."""
+    shared = REPO_ROOT.parent / "shared"
+    if not (shared / "kernelbench").is_dir() or not (shared / "corpora/cuda-l1/h100.jsonl").is_file():
+        pytest.skip(f"the config reads ../shared (KernelBench and CUDA-L1), not found at {shared}")
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", "config/cuda-l1.yaml",
+                           "--config", f"results={tmp_path}/results"], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    table = proc.stdout.split("Job stats:")[-1]
+    counts = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE)}
+    assert counts["generate_n1"] == counts["evaluate"] == counts["final"] == 250 and counts["report"] == 1
 
 
 @pytest.mark.slow
