@@ -117,7 +117,8 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     lines = [_describe(e) for e in errors]
     lines += _react_conflicts(config.get("methods") or {})
-    lines += _corpus_conflicts(config.get("models") or {}, config.get("methods") or {})
+    lines += _corpus_conflicts(config.get("models") or {}, config.get("methods") or {},
+                               (config.get("baseline") or {}).get("modes"))
     if config.get("timing_devices") and config.get("device") != "cuda":
         lines.append("config key 'timing_devices': lists GPUs for timing, but device is "
                      f"{config.get('device')!r}; remove it or set device: cuda")
@@ -151,10 +152,21 @@ def _react_conflicts(methods: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _corpus_conflicts(models: Mapping[str, Any], methods: Mapping[str, Any]) -> list[str]:
-    """A corpus holds one candidate per task: every method of its study must ask for one."""
+# The baseline mode that measures a corpus's claimed baseline (models.corpus.BASELINES).
+CORPUS_BASELINE_MODES = {"eager": "eager", "torch.compile-default": "inductor-default",
+                         "torch.compile-reduce-overhead": "inductor-reduce-overhead"}
+
+
+def _corpus_conflicts(models: Mapping[str, Any], methods: Mapping[str, Any], modes: list[str] | None) -> list[str]:
+    """A corpus holds one candidate per task: every method of its study must ask for one;
+    the claim it judges needs its baseline measured."""
     corpora = [name for name, spec in models.items() if isinstance(spec, dict) and spec.get("backend") == "corpus"]
     lines = []
+    for name in corpora:
+        mode = CORPUS_BASELINE_MODES.get(models[name].get("baseline", "eager"))
+        if mode and mode != "eager" and modes is not None and mode not in modes:
+            lines.append(f"config key 'models.{name}.baseline': judges the claim over {models[name]['baseline']}, "
+                         f"but baseline.modes does not measure {mode}; add it to baseline.modes")
     for name, spec in methods.items():
         if not corpora or not isinstance(spec, dict) or spec.get("strategy") not in STRATEGY_DEFAULTS:
             continue

@@ -168,3 +168,14 @@ def test_a_corpus_study_needs_one_candidate_methods():
     with pytest.raises(ConfigError, match="config key 'models.pub'.*format"):
         validate_config(base | {"models": {"pub": {"backend": "corpus", "path": "c.jsonl"}},
                                 "methods": {"rows": {"strategy": "zero_shot"}}})
+
+
+def test_a_claim_over_torch_compile_needs_that_mode_measured():
+    base = {"results": "r", "device": "cpu", "tasks": {"source": "demo", "levels": [0], "ids": "all"},
+            "models": {"pub": {"backend": "corpus", "format": "jsonl", "path": "c.jsonl",
+                               "baseline": "torch.compile-reduce-overhead"}},
+            "methods": {"rows": {"strategy": "zero_shot"}}}
+    validate_config(base)  # the default modes measure every torch.compile mode
+    validate_config(base | {"baseline": {"modes": ["eager", "inductor-reduce-overhead"]}})
+    with pytest.raises(ConfigError, match="'models.pub.baseline': .*does not measure inductor-reduce-overhead"):
+        validate_config(base | {"baseline": {"modes": ["eager", "inductor-default"]}})

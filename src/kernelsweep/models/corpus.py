@@ -251,5 +251,5 @@ class CorpusBackend(Backend):
         return [Completion(text=text, finish_reason=None, prompt_tokens=None, completion_tokens=None,
                            latency_s=None, request={"messages": messages}, seed=None, index=0,
                            meta={"corpus": {"file": str(self.path), "where": row.where, "format": self.spec["format"],
-                                            "claims": row.claims, "atol": row.atol, "rtol": row.rtol,
+                                            "baseline": self.spec["baseline"], "claims": row.claims, "atol": row.atol, "rtol": row.rtol,
                                             "ref_code": row.ref_code}})]

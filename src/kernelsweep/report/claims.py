@@ -3,7 +3,7 @@ kernelsweep.models.corpus) with its claimed speedup beside what this study
 measured, an outcome and the reason. The contract (docs/results.md, "Published claims"):
 
 - The claim judged: the row's claimed speedup over the model entry's `baseline`
-  (eager unless set), as its response record carries it (`meta.corpus`).
+  (eager unless set), as its response record carries both (`meta.corpus`).
 - confirmed: the evaluator's verdict is a correct custom kernel, and either the
   claim is no speedup beyond the margin m (claimed <= 1 + m), or the measured
   speedup's 95% interval lies above 1 + m (faster, as claimed).
@@ -157,12 +157,13 @@ def claim_rows(results: Path, collection: Collection) -> pd.DataFrame:
         return pd.DataFrame(rows)
     tasks: dict[str, dict[str, Any] | None] = {}
     for cell in collection.cells[collection.cells["model"].isin(models)].to_dict("records"):
-        baseline = spec.models[cell["model"]].get("baseline") or "eager"
-        prefix = MEASURED_AS[baseline]
         folder = results / layout.CAND.format(precision=cell["precision"], model=cell["model"], method=cell["method"],
                                               task=cell["task"], sample=cell["sample"], turn=0, cand=0)
         response = _read(folder / layout.RESPONSE) or {}
         claim = (response.get("meta") or {}).get("corpus") or {}
+        # the baseline the record says was judged, else the model entry's
+        baseline = claim.get("baseline") or spec.models[cell["model"]].get("baseline") or "eager"
+        prefix = MEASURED_AS.get(baseline, column_prefix(baseline))
         evaluation = _read(folder / layout.EVAL) or {}
         if cell["task"] not in tasks:
             tasks[cell["task"]] = _read(results / layout.TASK.format(task=cell["task"]))
