@@ -24,13 +24,16 @@ reference is the task's (the judge always uses the task's, as every cell does)."
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from kernelsweep import layout
 from kernelsweep.fileio import sha256_text
@@ -124,9 +127,12 @@ def reference_check(corpus_ref: str | None, task: Mapping[str, Any] | None) -> s
     theirs, ours = _normalised(corpus_ref), _normalised(task["code"])
     if theirs == ours:
         return "same"
-    changed = [(a, b) for a, b in zip(theirs, ours) if a != b]
-    first = f"; first: `{changed[0][0].strip()}` here `{changed[0][1].strip()}`" if changed else ""
-    return f"differs: {len(changed) + abs(len(theirs) - len(ours))} line(s){first}"
+    edits = [op for op in difflib.SequenceMatcher(None, theirs, ours, autojunk=False).get_opcodes() if op[0] != "equal"]
+    count = sum(max(i2 - i1, j2 - j1) for _, i1, i2, j1, j2 in edits)
+    _, i1, i2, j1, j2 = edits[0]
+    first = " ".join(f"`{line.strip()}`" for line in theirs[i1:i2][:1]) or "nothing"
+    here = " ".join(f"`{line.strip()}`" for line in ours[j1:j2][:1]) or "nothing"
+    return f"differs: {count} line(s); first: {first} where the task has {here}"
 
 
 def _error_line(error: Mapping[str, Any]) -> str:
@@ -266,8 +272,9 @@ COLOURS = {"confirmed": "tab:green", "refuted": "tab:red", "not reproducible": "
 def figure(frame: pd.DataFrame) -> Figure:
     """Claimed (x) against measured (y) speedup, log-log, one point per timed row with
     its interval; the diagonal is the claim, the horizontal line no speedup."""
-    fig = Figure(figsize=(6.4, 4.8))
-    ax = fig.subplots()
+    fig = Figure(figsize=(6.4, 4.8), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
     timed = frame[frame["claimed"].notna() & frame["measured"].notna()] if not frame.empty else frame
     if timed.empty:
         ax.text(0.5, 0.5, "no row both claimed and timed", ha="center", va="center", transform=ax.transAxes)
@@ -285,6 +292,10 @@ def figure(frame: pd.DataFrame) -> Figure:
     ax.axhline(1.0, color="black", lw=0.8, ls=":", label="no speedup")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
+        axis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("claimed speedup")
     ax.set_ylabel("measured speedup (95% interval)")
     ax.set_title(f"Published claims re-measured ({len(timed)} of {len(frame)} rows timed)")
