@@ -244,4 +244,24 @@ def load_study(config: Mapping[str, Any], repo_root: Path | str = REPO_ROOT) -> 
     task_ids = tuple(plan_task_ids(resolved["tasks"], Path(repo_root)))
     if not task_ids:
         raise ConfigError("config key 'tasks': the selection matches no task")
+    _check_corpora(resolved["models"], task_ids)
     return Study(config=resolved, task_ids=task_ids)
+
+
+def _check_corpora(models: Mapping[str, Any], task_ids: tuple[str, ...]) -> None:
+    """Each corpus reads as its format says and has a row for every task of the study
+    (before any job: a missing row would fail that task's generation)."""
+    from kernelsweep.models.corpus import CorpusError, read
+
+    for name, spec in models.items():
+        if spec.get("backend") != "corpus":
+            continue
+        try:
+            rows = read(spec["path"], spec["format"])
+        except CorpusError as e:
+            raise ConfigError(f"config key 'models.{name}': {e}") from None
+        missing = [t for t in task_ids if t not in rows]
+        if missing:
+            shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+            raise ConfigError(f"config key 'models.{name}': the corpus {spec['path']} has no row for {len(missing)} "
+                              f"of the study's {len(task_ids)} tasks ({shown}); select only its tasks (tasks.ids)")

@@ -179,3 +179,19 @@ def test_a_claim_over_torch_compile_needs_that_mode_measured():
     validate_config(base | {"baseline": {"modes": ["eager", "inductor-reduce-overhead"]}})
     with pytest.raises(ConfigError, match="'models.pub.baseline': .*does not measure inductor-reduce-overhead"):
         validate_config(base | {"baseline": {"modes": ["eager", "inductor-default"]}})
+
+
+def test_planning_names_tasks_the_corpus_lacks_and_unreadable_corpora(tmp_path):
+    from kernelsweep.study import load_study
+
+    corpus = _jsonl(tmp_path, {"task": "L0-001", "code": "x"}, {"task": "L0-003", "code": "y"})
+    config = {"results": str(tmp_path / "r"), "device": "cpu", "tasks": {"source": "demo", "levels": [0], "ids": [1, 3]},
+              "models": {"pub": {"backend": "corpus", "format": "jsonl", "path": str(corpus)}},
+              "methods": {"rows": {"strategy": "zero_shot"}}}
+    assert load_study(config).task_ids == ("L0-001", "L0-003")
+    with pytest.raises(ConfigError, match=r"'models.pub': the corpus .*c.jsonl has no row for 2 of the study's 4 "
+                                          r"tasks \(L0-002, L0-004\)"):
+        load_study(config | {"tasks": {"source": "demo", "levels": [0], "ids": "all"}})
+    with pytest.raises(ConfigError, match="'models.pub': c.jsonl:1: needs 'task'"):
+        load_study(config | {"models": {"pub": {"backend": "corpus", "format": "jsonl",
+                                                "path": str(_jsonl(tmp_path, {"code": "x"}))}}})
