@@ -83,6 +83,7 @@ def test_each_claim_gets_its_outcome_and_reason(frame):
         assert words in frame.loc[task, "reason"], (task, frame.loc[task, "reason"])
     assert frame.loc["L1-001", "claimed"] == 3.0 and frame.loc["L1-001", "measured"] == pytest.approx(2.0)
     assert frame.loc["L1-001", "claimed cuda-graph"] == 2.0
+    assert frame["measured torch.compile-default"].isna().all()  # the study times no torch.compile mode
     assert bool(frame.loc["L1-001", "within_factor"])  # 2.0 reaches 3.0 / 2
     assert frame.loc["L1-001", "claimed_atol"] == 1e-2
 
