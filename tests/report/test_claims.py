@@ -27,8 +27,19 @@ def _claim(eager, **other):
             "cuda-graph": other.get("cuda_graph"), "cudnn-benchmark": None}
 
 
-def make_study(tmp_path):
-    w = ResultsWriter(tmp_path / "results")
+def make_study(tmp_path, precisions=("fp32",)):
+    for precision in precisions:
+        write_rows(ResultsWriter(tmp_path / "results", precision=precision), tmp_path)
+    study = {"device": "cpu", "precisions": list(precisions),
+             "models": {MODEL: {"backend": "corpus", "format": "jsonl", "path": "c.jsonl"}},
+             "methods": {METHOD: {"strategy": "zero_shot"}},
+             "tasks": [{"id": t, "level": lv, "name": n} for t, lv, n in TASKS], "samples": 1,
+             "baseline_modes": ["eager"],
+             "config": {"device": "cpu", "evaluation": {"equivalence_margin": M}}}
+    return tmp_path / "results", parse_study(study)
+
+
+def write_rows(w, tmp_path):
     for task, level, name in TASKS:
         w.task(task, level, name)
     reference = json.loads((tmp_path / "results/tasks/L1-001.json").read_text())["code"]
@@ -50,13 +61,6 @@ def make_study(tmp_path):
     row("L2-002", 2, "no_code", _claim(None))
     row("L2-003", 2, "correct_tie", _claim(0.9), constant(1.0), constant(1.0))  # claimed no speedup: confirmed
     row("L3-001", 3, "no_custom_kernel", _claim(1.2), constant(2.0), constant(1.0))
-    study = {"device": "cpu", "precision": "fp32",
-             "models": {MODEL: {"backend": "corpus", "format": "jsonl", "path": "c.jsonl"}},
-             "methods": {METHOD: {"strategy": "zero_shot"}},
-             "tasks": [{"id": t, "level": lv, "name": n} for t, lv, n in TASKS], "samples": 1,
-             "baseline_modes": ["eager"],
-             "config": {"device": "cpu", "evaluation": {"equivalence_margin": M}}}
-    return tmp_path / "results", parse_study(study)
 
 
 EXPECTED = {  # task: (outcome, words of the reason)
@@ -150,3 +154,14 @@ def test_figure_with_no_timed_row_says_so():
     fig = claims.figure(pd.DataFrame({"claimed": [2.0], "measured": [math.nan], "measured_lo": [math.nan],
                                       "measured_hi": [math.nan], "outcome": ["refuted"]}))
     assert "no row both claimed and timed" in fig.axes[0].texts[0].get_text()
+
+
+def test_a_study_of_two_precisions_breaks_the_claims_down(tmp_path):
+    results, spec = make_study(tmp_path, precisions=("fp32", "bf16"))
+    build_report(results, results / "report", spec)
+    rows = pd.read_csv(results / "report/tables/claims_rows.csv")
+    assert list(rows.columns[:2]) == ["precision", "model"] and len(rows) == 2 * len(TASKS)
+    counts = pd.read_csv(results / "report/tables/claims.csv")
+    assert sorted(counts.loc[counts["level"] == "all", "precision"]) == ["bf16", "fp32"]
+    for precision in ("fp32", "bf16"):
+        assert (results / f"report/figures/claims-{precision}.svg").is_file()

@@ -187,7 +187,7 @@ def claim_rows(results: Path, collection: Collection) -> pd.DataFrame:
         elif error and outcome != "confirmed":
             reason += f" ({_error_line(error)})"
         lo, hi = cell.get(f"speedup_{prefix}_lo"), cell.get(f"speedup_{prefix}_hi")
-        row = {k: cell.get(k) for k in ("precision", "model", "method", "task", "level", "sample", "status",
+        row = {k: cell.get(k) for k in ("model", "method", "task", "level", "sample", "status",
                                         "category", "correct", "custom_kernel")}
         row |= {"baseline": baseline, "claimed": claimed,
                 "measured": cell.get(f"speedup_{prefix}"), "measured_lo": lo, "measured_hi": hi,
