@@ -165,3 +165,15 @@ def test_a_study_of_two_precisions_breaks_the_claims_down(tmp_path):
     assert sorted(counts.loc[counts["level"] == "all", "precision"]) == ["bf16", "fp32"]
     for precision in ("fp32", "bf16"):
         assert (results / f"report/figures/claims-{precision}.svg").is_file()
+
+
+def test_outcomes_are_broken_down_by_verdict(tmp_path):
+    results, spec = make_study(tmp_path)
+    [summary_table, _] = claims.tables(results, collect(results, spec))
+    by_verdict = summary_table.parts[1].frame
+    assert summary_table.parts[1].title == "By the evaluator's verdict"
+    assert list(zip(by_verdict["outcome"], by_verdict["verdict"], by_verdict["rows"])) == [
+        ("confirmed", "correct_faster", 1), ("confirmed", "correct_tie", 1),
+        ("refuted", "correct_slower", 1), ("refuted", "no_custom_kernel", 1), ("refuted", "wrong_output", 1),
+        ("not reproducible", "compile_error", 1), ("not reproducible", "correct_tie", 1),
+        ("no claim", "no_code", 1)]

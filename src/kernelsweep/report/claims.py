@@ -265,7 +265,13 @@ def tables(results: Path, collection: Collection) -> list[Table]:
     figure_note = ("Figure `figures/claims.svg` (`claims-<precision>` in a study of several precisions): claimed "
                    "against measured speedup per row with its interval, by outcome. The CSV holds every claimed "
                    "baseline of each row, beside its measurement where the study times that baseline.")
-    return [Table("claims", "Published claims", note, counts, [Part(None, pd.DataFrame(view))]),
+    by_verdict = (frame.assign(verdict=frame["category"].fillna("no result"))
+                  .groupby(["model", "method", "outcome", "verdict"], sort=True).size().rename("rows").reset_index())
+    by_verdict["outcome"] = pd.Categorical(by_verdict["outcome"], OUTCOMES, ordered=True)
+    by_verdict = by_verdict.sort_values(["model", "method", "outcome", "rows"], ascending=[True, True, True, False])
+    return [Table("claims", "Published claims", note, counts,
+                  [Part(None, pd.DataFrame(view)),
+                   Part("By the evaluator's verdict", by_verdict.astype({"outcome": str}).reset_index(drop=True))]),
             Table("claims_rows", "Published claims: per row", figure_note, frame,
                   [Part(None, pd.DataFrame(rows_view), "no corpus row")])]
 
