@@ -101,6 +101,8 @@ def test_missing_corpus_file_and_unknown_format_are_named(tmp_path):
         load_backend("c", {"backend": "corpus", "format": "jsonl", "path": str(tmp_path / "none.jsonl")})
     with pytest.raises(ModelSetupError, match="format must be one of 'cuda-l1', 'jsonl', 'replay'"):
         load_backend("c", {"backend": "corpus", "format": "csv", "path": str(tmp_path)})
+    with pytest.raises(CorpusError, match="is a folder; name one .jsonl file of it"):
+        read(tmp_path, "replay")
 
 
 def _jsonl(tmp_path, *rows) -> Path:

@@ -180,6 +180,8 @@ def read(path: str | os.PathLike, fmt: str) -> dict[str, Row]:
     path = Path(path)
     if fmt not in FORMATS:
         raise CorpusError(f"corpus format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if path.is_dir():
+        raise CorpusError(f"corpus path {path} is a folder; name one .jsonl file of it")
     if not path.is_file():
         raise CorpusError(f"corpus file not found: {path}")
     if fmt == "replay":
@@ -217,7 +219,7 @@ class CorpusBackend(Backend):
     def __init__(self, name: str, spec: dict[str, Any]):
         super().__init__(name, spec)
         self.path = Path(os.path.expandvars(spec["path"])).expanduser()
-        if not self.path.is_file():
+        if not self.path.exists():
             raise ModelSetupError(f"model '{name}': corpus file not found: {self.path}")
         self._corpus: _CorpusFile | None = None
 
