@@ -70,6 +70,11 @@ def check_model(name: str, spec: dict[str, Any]) -> tuple[bool, str]:
             if not Path(spec["path"]).exists():
                 return False, f"replay path {spec['path']} not found; fix models.{name}.path"
             return True, f"replay records at {spec['path']}"
+        if spec["backend"] == "corpus":
+            from kernelsweep.models.corpus import read
+
+            rows = read(spec["path"], spec["format"])
+            return True, f"corpus {spec['path']} ({spec['format']}, {len(rows)} rows)"
         if spec["backend"] == "transformers":
             if spec["prepare"] == "embedded":
                 return True, f"embedded checkpoint at {spec['path']} (prepared by the workflow's first job)"

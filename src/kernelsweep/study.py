@@ -117,6 +117,8 @@ def validate_config(config: Mapping[str, Any]) -> dict[str, Any]:
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     lines = [_describe(e) for e in errors]
     lines += _react_conflicts(config.get("methods") or {})
+    lines += _corpus_conflicts(config.get("models") or {}, config.get("methods") or {},
+                               (config.get("baseline") or {}).get("modes"))
     if config.get("timing_devices") and config.get("device") != "cuda":
         lines.append("config key 'timing_devices': lists GPUs for timing, but device is "
                      f"{config.get('device')!r}; remove it or set device: cuda")
@@ -147,6 +149,32 @@ def _react_conflicts(methods: Mapping[str, Any]) -> list[str]:
         if flags["force_profile"] and not flags["profiler"]:
             lines.append(f"config key 'methods.{name}.force_profile': needs the profiler tool; "
                          "set profiler: true or force_profile: null")
+    return lines
+
+
+# The baseline mode that measures a corpus's claimed baseline (models.corpus.BASELINES).
+CORPUS_BASELINE_MODES = {"eager": "eager", "torch.compile-default": "inductor-default",
+                         "torch.compile-reduce-overhead": "inductor-reduce-overhead"}
+
+
+def _corpus_conflicts(models: Mapping[str, Any], methods: Mapping[str, Any], modes: list[str] | None) -> list[str]:
+    """A corpus holds one candidate per task: every method of its study must ask for one;
+    the claim it judges needs its baseline measured."""
+    corpora = [name for name, spec in models.items() if isinstance(spec, dict) and spec.get("backend") == "corpus"]
+    lines = []
+    for name in corpora:
+        mode = CORPUS_BASELINE_MODES.get(models[name].get("baseline", "eager"))
+        if mode and mode != "eager" and modes is not None and mode not in modes:
+            lines.append(f"config key 'models.{name}.baseline': judges the claim over {models[name]['baseline']}, "
+                         f"but baseline.modes does not measure {mode}; add it to baseline.modes")
+    for name, spec in methods.items():
+        if not corpora or not isinstance(spec, dict) or spec.get("strategy") not in STRATEGY_DEFAULTS:
+            continue
+        flags = resolve_method(name, spec)
+        if flags["turns"] != 1 or flags["n"] != 1 or flags["strategy"] in ("agentic", "react"):
+            lines.append(f"config key 'methods.{name}': model(s) {', '.join(corpora)} read a corpus, one candidate "
+                         "per task; every method of the study must be one turn of one candidate (strategy zero_shot); "
+                         "run the corpus in a study of its own")
     return lines
 
 
@@ -211,9 +239,29 @@ def load_study(config: Mapping[str, Any], repo_root: Path | str = REPO_ROOT) -> 
 
     resolved = validate_config(config)
     for spec in resolved["models"].values():  # jobs may run in another folder: the path they read, absolute
-        if spec.get("backend") == "replay" and spec.get("path"):
+        if spec.get("backend") in ("replay", "corpus") and spec.get("path"):
             spec["path"] = str(replay.resolve_path(spec["path"], repo_root))
     task_ids = tuple(plan_task_ids(resolved["tasks"], Path(repo_root)))
     if not task_ids:
         raise ConfigError("config key 'tasks': the selection matches no task")
+    _check_corpora(resolved["models"], task_ids)
     return Study(config=resolved, task_ids=task_ids)
+
+
+def _check_corpora(models: Mapping[str, Any], task_ids: tuple[str, ...]) -> None:
+    """Each corpus reads as its format says and has a row for every task of the study
+    (before any job: a missing row would fail that task's generation)."""
+    from kernelsweep.models.corpus import CorpusError, read
+
+    for name, spec in models.items():
+        if spec.get("backend") != "corpus":
+            continue
+        try:
+            rows = read(spec["path"], spec["format"])
+        except CorpusError as e:
+            raise ConfigError(f"config key 'models.{name}': {e}") from None
+        missing = [t for t in task_ids if t not in rows]
+        if missing:
+            shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+            raise ConfigError(f"config key 'models.{name}': the corpus {spec['path']} has no row for {len(missing)} "
+                              f"of the study's {len(task_ids)} tasks ({shown}); select only its tasks (tasks.ids)")

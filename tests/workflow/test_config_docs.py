@@ -32,6 +32,8 @@ def test_the_tasks_package_reads_the_schema_keys():
 def test_a_minimal_entry_gets_every_schema_default(backend):
     entry = {"backend": backend, "path": "p"} if backend != "openai" else \
         {"backend": backend, "base_url": "http://127.0.0.1:8000/v1", "model": "m"}
+    if backend == "corpus":
+        entry["format"] = "jsonl"  # required: no default
     out = normalise("m", entry)
     schema = backend_schema(backend)
     assert set(out) == set(schema)

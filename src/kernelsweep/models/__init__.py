@@ -47,6 +47,10 @@ def load_backend(name: str, spec: dict[str, Any]) -> Backend:
         from kernelsweep.models.openai_backend import OpenAIBackend
 
         return OpenAIBackend(name, spec)
+    if spec["backend"] == "corpus":
+        from kernelsweep.models.corpus import CorpusBackend
+
+        return CorpusBackend(name, spec)
     from kernelsweep.models.replay import ReplayBackend
 
     return ReplayBackend(name, spec)

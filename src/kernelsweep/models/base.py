@@ -54,7 +54,7 @@ class Backend(ABC):
     """A named model. `generate` returns exactly `n` completions or raises
     ModelSetupError / GenerationFailed / InfrastructureFailure."""
 
-    kind: str = ""  # "openai" | "transformers" | "replay"
+    kind: str = ""  # "openai" | "transformers" | "replay" | "corpus"
 
     def __init__(self, name: str, spec: dict[str, Any]):
         self.name = name

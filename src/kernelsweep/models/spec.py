@@ -10,7 +10,7 @@ from typing import Any
 from kernelsweep.models.base import ModelSetupError
 from kernelsweep.schema import load_schema
 
-BACKENDS = ("openai", "transformers", "replay")
+BACKENDS = ("openai", "transformers", "replay", "corpus")
 
 
 def _fail(name: str, message: str) -> ModelSetupError:

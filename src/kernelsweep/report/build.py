@@ -12,6 +12,7 @@ import pandas as pd
 from kernelsweep.fileio import write_atomic
 from kernelsweep.layout import figure_stem
 from kernelsweep.report import document
+from kernelsweep.report.claims import figure as claims_figure
 from kernelsweep.report.collect import Collection, collect
 from kernelsweep.report.figures import build_figures, save_figure
 from kernelsweep.report.spec import ReportInputError, StudySpec
@@ -35,10 +36,11 @@ def _write_frame(frame: pd.DataFrame, folder: Path, name: str) -> list[Path]:
 
 def extra_tables(results: Path, collection: Collection) -> list[Table]:
     """Sections that only some studies have: published vs re-measured (a replayed study
-    whose records carry its own verdicts) and speed of light (a study with profiles)."""
-    from kernelsweep.report import published, speedoflight
+    whose records carry its own verdicts), published claims (a study of a corpus) and
+    speed of light (a study with profiles)."""
+    from kernelsweep.report import claims, published, speedoflight
 
-    found = published.tables(collection, published.load(collection))
+    found = published.tables(collection, published.load(collection)) + claims.tables(results, collection)
     if any(speedoflight.bounds(results, collection).get(t.id, {}).get("reason") != "no profile file"
            for t in collection.spec.tasks):
         found.append(speedoflight.table(results, collection))
@@ -63,7 +65,10 @@ def build_report(results: str | Path, out: str | Path, spec: StudySpec, jobs: in
         tables = build_tables(part.cells, part.candidates, part.spec) + extra_tables(results, part)
         per_precision[part.spec.precision] = tables
         data = {table.name: table.data for table in tables}
-        for name, draw in build_figures(data, part.cells, part.candidates, part.spec).items():
+        drawings = build_figures(data, part.cells, part.candidates, part.spec)
+        if "claims_rows" in data:  # a study of a corpus (report.claims)
+            drawings["claims"] = lambda frame=data["claims_rows"]: claims_figure(frame)
+        for name, draw in drawings.items():
             files += save_figure(draw(), out / "figures", figure_stem(name, part.spec.precision if several else None))
     tables = by_precision(per_precision) if several else next(iter(per_precision.values()))
     for table in tables:
