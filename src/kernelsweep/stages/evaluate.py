@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelsweep import layout
-from kernelsweep.evaluator.settings import EvalSettings
+from kernelsweep.evaluator.settings import TOLERANCE_PROFILES, EvalSettings
 from kernelsweep.fileio import read_json, sha256_file, write_json
 from kernelsweep.models.records import outage
 
@@ -108,7 +108,7 @@ def run_evaluate(args) -> int:
         given = {"device": args.device, "precision": args.precision, "trials": args.trials,
                  "timing_trials": args.timing_trials, "warmup": args.warmup, "timeout_s": args.timeout,
                  "compile_timeout_s": args.compile_timeout, "equivalence_margin": args.equivalence_margin,
-                 "shape_variants": args.shape_variants}
+                 "shape_variants": args.shape_variants, "tolerance": args.tolerance}
         record = evaluate(Path(args.reference), candidate, build_dir=Path(args.build_dir),
                           log_dir=Path(args.out).parent, task_sha256=task["sha256"],
                           **{k: v for k, v in given.items() if v is not None})
@@ -172,6 +172,7 @@ class EvaluateCandidate:
         ev.add_argument("--compile-timeout", type=float)
         ev.add_argument("--equivalence-margin", type=float)
         ev.add_argument("--shape-variants", type=int)
+        ev.add_argument("--tolerance", choices=TOLERANCE_PROFILES)
         _common(ev)
 
     main = staticmethod(_harness_guard(run_evaluate))
