@@ -938,8 +938,12 @@ class Evaluation:
             self.flags.append("changed_global_settings")
             self.record["settings_changed"] = sorted(set(self.record.get("settings_changed") or []) |
                                                      set(report["settings_changed"]))
-        if report.get("reduced_precision"):
+        lowered = report.get("reduced_precision")
+        if lowered:
+            # What it did (autocast, TF32): from the candidate's process, so bounded here.
+            shown = [str(x)[:100] for x in lowered[:20]] if isinstance(lowered, list) else ["(unreadable)"]
             self.flags.append("reduced_precision_math")
+            self.record["reduced_precision"] = sorted(set(self.record["reduced_precision"]) | set(shown))
         self.record["patched"] = sorted(set(self.record.get("patched") or []) |
                                         set(report.get("patched_harness", [])) |
                                         set(report.get("patched_torch", [])))[:20]

@@ -28,7 +28,7 @@ def blank(cfg: Any = None, src: Any = None) -> dict[str, Any]:
         "error": None, "flags": [], "wall_s": 0.0, "compile_s": 0.0,
         "device": getattr(cfg, "device", None), "precision": getattr(cfg, "precision", None),
         "stage_s": {}, "gpu_s": None, "builds": [], "provenance": {},
-        "variants": None, "settings_changed": [], "weights": None,
+        "variants": None, "settings_changed": [], "reduced_precision": [], "weights": None,
         "tolerance": tolerance(cfg),
     }
 
