@@ -55,6 +55,13 @@ def _placeholder(kind: dict[str, Any]) -> dict[str, Any]:
     return {**record.blank(), **kind}
 
 
+def _tolerance(args) -> dict[str, Any]:
+    from kernelsweep.evaluator import record
+
+    return record.tolerance(EvalSettings(precision=args.precision or _DEFAULTS.precision,
+                                         tolerance=args.tolerance or _DEFAULTS.tolerance))
+
+
 def generation_provenance(response: dict[str, Any], candidate: Path) -> dict[str, Any]:
     request = response.get("request") or {}
     return {
@@ -103,6 +110,8 @@ def run_evaluate(args) -> int:
     started = time.time()
     if skipped:
         record = _placeholder(skipped)
+        # the profile the cell is judged under, though nothing was compared
+        record["tolerance"] = _tolerance(args)
     else:
         task = read_json(args.task)
         given = {"device": args.device, "precision": args.precision, "trials": args.trials,
