@@ -188,8 +188,8 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
     s.twin, s.rounding, s.rounding_off = None, None, None
     if cfg.get("rounding"):
         try:
-            s.twin = _twin(model)
-        except Exception as exc:  # noqa: BLE001 - a module that cannot be copied or widened
+            s.twin = _twin(model)  # on the host until the first trial has run (run_case)
+        except (Exception, MemoryError) as exc:  # noqa: BLE001 - a module that cannot be copied or widened
             _no_twin(s, exc)
 
     def run_case(inputs: list, seed: int, name: str, first: dict[str, Any] | None = None,
@@ -200,12 +200,6 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
         machine.synchronize(s.device)
         structure, leaves = trees.flatten_output(out)
         output = {"structure": structure, "leaves": leaves}
-        if s.twin is not None and trial:  # probes are judged for dependence, not values: no twin
-            try:
-                errors = compare.rounding_errors(output, _wide_output(s.twin, pristine, seed, s.device))
-                s.rounding = errors if s.rounding is None else [max(a, b) for a, b in zip(s.rounding, errors)]
-            except (Exception, MemoryError) as exc:  # noqa: BLE001 - the plain bound applies, and says why
-                _no_twin(s, exc)
         # What the manifest needs of the output, taken on the device before _keep may
         # spill it to a host file (there, a 4 GiB output's checks took seconds each).
         facts = {"_magnitude": compare.max_magnitude(output),
@@ -213,6 +207,13 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
                  "_as_first": first is None or compare.compare_outputs(first, output, atol, rtol)["ok"]}
         keeping = time.monotonic()
         kept = _keep(s, name, structure, leaves, host_copy=name == "trial0")  # later trials compare with it
+        if s.twin is not None and trial:  # after _keep: the reference's own peak is measured without it
+            try:
+                s.twin = s.twin.to(s.device)  # from the host, at the first trial
+                errors = compare.rounding_errors(output, _wide_output(s.twin, pristine, seed, s.device))
+                s.rounding = errors if s.rounding is None else [max(a, b) for a, b in zip(s.rounding, errors)]
+            except (Exception, MemoryError) as exc:  # noqa: BLE001 - the plain bound applies, and says why
+                _no_twin(s, exc)
         s.described[name] = devicehandoff.describe(leaves)
         spent["keep"] += time.monotonic() - keeping
         return {"name": name, "mutates_inputs": not trees.same_values(inputs, pristine),
@@ -275,11 +276,17 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
     return s
 
 
-def _twin(model: torch.nn.Module) -> torch.nn.Module:
-    """The reference module in float64: a copy (its state as it is now, so
-    both see the same calls from here) with its floating parameters and
-    buffers widened."""
-    return copy.deepcopy(model).to(torch.float64)
+def _twin(model: torch.nn.Module, device: torch.device | str = "cpu") -> torch.nn.Module:
+    """The reference module in float64 on DEVICE: a copy (its state as it is
+    now, so both see the same calls from here) with its floating parameters
+    and buffers widened, made there directly (no second copy of the weights on
+    the reference's device). Tensors it keeps otherwise are copied as they are."""
+    memo: dict[int, Any] = {}
+    for tensor in list(model.parameters()) + list(model.buffers()):
+        wide = tensor.detach().to(device, torch.float64 if tensor.is_floating_point() else tensor.dtype, copy=True)
+        memo[id(tensor)] = torch.nn.Parameter(wide, tensor.requires_grad) \
+            if isinstance(tensor, torch.nn.Parameter) else wide
+    return copy.deepcopy(model, memo)
 
 
 def _wide_output(twin: torch.nn.Module, inputs: list, seed: int, device: torch.device) -> dict[str, Any]:
@@ -485,7 +492,7 @@ def _variant_twin(s: State, model: torch.nn.Module) -> torch.nn.Module | str | N
     if not s.config.get("rounding"):
         return None
     try:
-        return _twin(model)
+        return _twin(model, s.device)
     except (Exception, MemoryError) as exc:  # noqa: BLE001 - the plain bound applies, and says why
         return f"{type(exc).__name__}: {str(exc)[:300]}"
 
