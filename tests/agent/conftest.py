@@ -16,7 +16,7 @@ from kernelsweep.study import resolve_method
 REPO = Path(__file__).resolve().parents[2]
 TASK_FILE = REPO / "src/kernelsweep/demo_tasks/1_Scale_Add_ReLU_Chain.py"
 FAST_EVAL = {"trials": 2, "timing_trials": 5, "warmup": 1, "timeout_s": 120, "compile_timeout_s": 300,
-             "equivalence_margin": 0.01, "shape_variants": 2}
+             "equivalence_margin": 0.01, "shape_variants": 2, "tolerance": "ours"}
 
 
 @pytest.fixture(scope="session")

@@ -33,7 +33,7 @@ def test_build_happens_before_the_slot_is_claimed(tmp_path, monkeypatch):
     monkeypatch.setattr(evaluator, "compile_candidate", build)
     monkeypatch.setattr(evaluator, "evaluate", evaluate)
     evaluation = {"trials": 1, "timing_trials": 2, "warmup": 0, "timeout_s": 10, "compile_timeout_s": 10,
-                  "equivalence_margin": 0.01, "shape_variants": 0}
+                  "equivalence_margin": 0.01, "shape_variants": 0, "tolerance": "ours"}
     ctx = tools.Context(workspace=Workspace(tmp_path / "ws"), reference=tmp_path / "ref.py",
                         attempts_dir=tmp_path / "attempts", device="cpu", precision="fp32", evaluation=evaluation,
                         profile_timeout_s=10, build_dir=tmp_path / "build", flags={}, corpus=None,

@@ -171,6 +171,18 @@ def test_evaluation_under_another_equivalence_margin_is_flagged(small_study):
     assert [p.path for p in problems if "equivalence margin 0.0" in p.message] == [str(path)]
 
 
+def test_evaluation_under_another_tolerance_profile_is_flagged(small_study):
+    results, _, spec = small_study
+    spec.config.setdefault("evaluation", {})["tolerance"] = "ours"
+    path = next(p for p in sorted(results.glob("runs/**/eval.json"))
+                if json.loads(p.read_text()).get("category") == "correct_faster")
+    record = json.loads(path.read_text())
+    record["provenance"]["tolerance"] = "kb-v0"
+    path.write_text(json.dumps(record))
+    problems = collect(results, spec).problems
+    assert [p.path for p in problems if "tolerance profile 'kb-v0'" in p.message] == [str(path)]
+
+
 def _compile_row(margin, ref, cand, eager, compiled):
     comparator = Comparator(("inductor-default",), margin)
     row = {}

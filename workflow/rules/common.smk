@@ -330,7 +330,7 @@ def evaluation_args():
         f"--device {DEVICE} --trials {e['trials']} "
         f"--timing-trials {e['timing_trials']} --warmup {e['warmup']} --timeout {e['timeout_s']} "
         f"--compile-timeout {e['compile_timeout_s']} --equivalence-margin {e['equivalence_margin']} "
-        f"--shape-variants {e['shape_variants']}"
+        f"--shape-variants {e['shape_variants']} --tolerance {e['tolerance']}"
     )
 
 

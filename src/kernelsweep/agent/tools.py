@@ -181,6 +181,7 @@ class Toolbox:
                               trials=e["trials"], timing_trials=e["timing_trials"], warmup=e["warmup"],
                               timeout_s=e["timeout_s"], compile_timeout_s=e["compile_timeout_s"],
                               equivalence_margin=e["equivalence_margin"], shape_variants=e["shape_variants"],
+                              tolerance=e["tolerance"],
                               build_dir=self.ctx.build_dir,
                               log_dir=folder, task_sha256=self.ctx.task_sha256)
         write_json(folder / layout.EVAL, result)

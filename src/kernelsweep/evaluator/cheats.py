@@ -60,9 +60,10 @@ FLAGS = {f.name: f for f in (
     Flag("patched_torch", INFO, "candidate worker",
          "the candidate replaced torch functions in its own process (the reference runs elsewhere)"),
     Flag("changed_global_settings", INFO, "candidate worker", "the candidate changed torch's global switches"),
-    Flag("reduced_precision_math", INFO, "candidate worker",
-         "the candidate lowered fp32 math modes (TF32 on, float32 matmul precision below 'highest'); "
-         "its outputs are judged as computed with them"),
+    Flag("reduced_precision_math", INFO, "candidate worker, around and inside each judged call",
+         "the candidate computed with lowered precision: autocast entered (fp16/bf16), TF32 on, float32 "
+         "matmul precision below 'highest' (what it did: `reduced_precision`); judged by its outputs against "
+         "the tolerance profile like any candidate"),
     Flag("reuses_output_storage", INFO, "candidate worker, trials",
          "an output shares memory with an earlier output that is still alive (a static buffer, a CUDA graph's "
          "output): each call is judged by the values it returned, so a stale answer fails as a wrong one"),

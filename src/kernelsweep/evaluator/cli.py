@@ -86,6 +86,10 @@ class Eval:
                             help="a speedup above this is a cheat (excessive_speedup)")
         parser.add_argument("--equivalence-margin", type=float, default=d["equivalence_margin"],
                             help="faster/slower need the speedup interval beyond this margin around 1")
+        parser.add_argument("--tolerance", choices=settings.TOLERANCE_PROFILES, default=d["tolerance"],
+                            help="how outputs are compared: ours (KernelBench's bound widened by the reference's "
+                                 "own rounding, measured in float64), kb (1e-4 at fp32, KernelBench), kb-v0 "
+                                 f"(1e-2 for every precision); docs/taxonomy.md (default {d['tolerance']})")
         parser.add_argument("--shape-variants", type=non_negative_int, default=d["shape_variants"],
                             help="shape variants checked besides the task's shape "
                                  f"(kernelsweep.shapes; 0: off; default {d['shape_variants']})")
@@ -101,7 +105,8 @@ class Eval:
                               timeout_s=args.timeout, compile_timeout_s=args.compile_timeout,
                               build_dir=args.build_dir, log_dir=args.log_dir, task_sha256=args.task_hash,
                               cuda_arch=args.cuda_arch, speedup_bound=args.speedup_bound,
-                              equivalence_margin=args.equivalence_margin, shape_variants=args.shape_variants)
+                              equivalence_margin=args.equivalence_margin, shape_variants=args.shape_variants,
+                              tolerance=args.tolerance)
         except HarnessError as exc:
             return fail("eval", str(exc))
         return emit("eval", record, args.out)

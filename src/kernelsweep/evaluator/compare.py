@@ -5,7 +5,10 @@ candidate's worker wrote; no candidate code ever runs in that process, so a
 candidate patching torch.allclose in its own process changes nothing here.
 
 An element passes when |candidate - reference| <= atol + rtol * |reference|
-(torch.allclose's rule). Non-finite values must sit at the same positions with
+(torch.allclose's rule), plus the output's rounding allowance where the
+tolerance profile has one (settings.TOLERANCE_PROFILES; rounding_errors: the
+reference's own distance from its float64 twin). `margin` is the worst
+element's |candidate - reference| over its bound: at most 1 passes. Non-finite values must sit at the same positions with
 the same value (NaN matches NaN only where the reference is NaN too).
 max_rel_diff is |c - r| / max(|r|, atol), so exact zeros in the reference do
 not turn it into infinity."""
@@ -16,6 +19,8 @@ import math
 from typing import Any
 
 import torch
+
+from kernelsweep.evaluator.settings import ROUNDING_CAP
 
 
 def _as_wide(t: torch.Tensor) -> torch.Tensor:
@@ -31,7 +36,8 @@ def _as_wide(t: torch.Tensor) -> torch.Tensor:
 CHUNK = 1 << 22
 
 
-def _compare_tensor(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float) -> dict[str, Any]:
+def _compare_tensor(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float,
+                    allowance: float = 0.0) -> dict[str, Any]:
     if r.shape != c.shape:
         return {"ok": False, "kind": "shape",
                 "message": f"shape {tuple(c.shape)} where the reference has {tuple(r.shape)}"}
@@ -39,11 +45,11 @@ def _compare_tensor(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float) 
         return {"ok": False, "kind": "dtype", "message": f"dtype {c.dtype} where the reference has {r.dtype}"}
     c = c.to(r.device)  # compared where the reference's output is
     if r.numel() == 0 or torch.equal(r, c):  # bitwise equal: no NaN anywhere, infinities in place
-        return {"ok": True, "max_abs": 0.0, "max_rel": 0.0}
+        return {"ok": True, "max_abs": 0.0, "max_rel": 0.0, "margin": 0.0}
     r_flat, c_flat = r.reshape(-1), c.reshape(-1)
     misplaced = 0           # elements non-finite in one output and finite in the other
     nonfinite_differ = False
-    bad, max_abs, max_rel = 0, 0.0, 0.0
+    bad, max_abs, max_rel, margin = 0, 0.0, 0.0, 0.0
     for i in range(0, r_flat.numel(), CHUNK):
         rw, cw = _as_wide(r_flat[i:i + CHUNK]), _as_wide(c_flat[i:i + CHUNK])
         r_fin, c_fin = torch.isfinite(rw), torch.isfinite(cw)
@@ -60,17 +66,20 @@ def _compare_tensor(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float) 
         ref_abs = rw.abs()
         max_abs = max(max_abs, float(diff.max()))
         max_rel = max(max_rel, float((diff / ref_abs.clamp_min(atol)).max()))
-        bad += int((diff > atol + rtol * ref_abs).sum())
+        bound = atol + allowance + rtol * ref_abs
+        margin = max(margin, float((diff / bound).max()))
+        bad += int((diff > bound).sum())
     if misplaced:
         return {"ok": False, "kind": "nonfinite",
                 "message": f"{misplaced} elements are NaN/Inf in one output but finite in the other"}
     if nonfinite_differ:
         return {"ok": False, "kind": "nonfinite", "message": "non-finite values differ from the reference"}
     if bad:
-        return {"ok": False, "kind": "values", "max_abs": max_abs, "max_rel": max_rel,
-                "message": f"{bad} of {r.numel()} elements outside atol={atol:g}, rtol={rtol:g} "
-                           f"(max abs diff {max_abs:.3g})"}
-    return {"ok": True, "max_abs": max_abs, "max_rel": max_rel}
+        extra = f" + rounding allowance {allowance:.3g}" if allowance else ""
+        return {"ok": False, "kind": "values", "max_abs": max_abs, "max_rel": max_rel, "margin": margin,
+                "message": f"{bad} of {r.numel()} elements outside atol={atol:g}, rtol={rtol:g}{extra} "
+                           f"(max abs diff {max_abs:.3g}, margin {margin:.3g})"}
+    return {"ok": True, "max_abs": max_abs, "max_rel": max_rel, "margin": margin}
 
 
 def _compare_number(r: float, c: Any, atol: float, rtol: float) -> dict[str, Any]:
@@ -82,36 +91,44 @@ def _compare_number(r: float, c: Any, atol: float, rtol: float) -> dict[str, Any
         return {"ok": same, "kind": None if same else "nonfinite", "max_abs": 0.0, "max_rel": 0.0,
                 "message": None if same else "non-finite scalar differs"}
     diff = abs(c - r)
-    ok = diff <= atol + rtol * abs(r)
+    bound = atol + rtol * abs(r)
+    ok = diff <= bound
     return {"ok": ok, "kind": None if ok else "values", "max_abs": diff, "max_rel": diff / max(abs(r), atol),
-            "message": None if ok else f"scalar {c!r} vs reference {r!r}"}
+            "margin": diff / bound, "message": None if ok else f"scalar {c!r} vs reference {r!r}"}
 
 
-def compare_outputs(reference: dict[str, Any], candidate: dict[str, Any], atol: float, rtol: float) -> dict[str, Any]:
-    """reference/candidate: {"structure": str, "leaves": [...]} as the workers save them.
+def compare_outputs(reference: dict[str, Any], candidate: dict[str, Any], atol: float, rtol: float,
+                    allowances: list[float] | None = None) -> dict[str, Any]:
+    """reference/candidate: {"structure": str, "leaves": [...]} as the workers save them;
+    allowances: each leaf's rounding allowance (settings.rounding_allowances), None for none.
     Returns ok, kind (structure|shape|dtype|nonfinite|values|None), message,
-    max_abs_diff, max_rel_diff."""
-    result: dict[str, Any] = {"ok": True, "kind": None, "message": None, "max_abs_diff": 0.0, "max_rel_diff": 0.0}
+    max_abs_diff, max_rel_diff, margin (None where no value was compared)."""
+    result: dict[str, Any] = {"ok": True, "kind": None, "message": None, "max_abs_diff": 0.0, "max_rel_diff": 0.0,
+                              "margin": 0.0}
+    if allowances is not None and len(allowances) != len(reference.get("leaves", [])):
+        allowances = None  # another output (a sampled timing check keeps the leaves; anything else: none)
     if reference.get("structure") != candidate.get("structure") or \
             len(reference.get("leaves", [])) != len(candidate.get("leaves", [])):
-        result.update(ok=False, kind="structure", max_abs_diff=None, max_rel_diff=None,
+        result.update(ok=False, kind="structure", max_abs_diff=None, max_rel_diff=None, margin=None,
                       message=f"output structure {candidate.get('structure')!r} where the reference "
                               f"returns {reference.get('structure')!r}")
         return result
     for i, (r, c) in enumerate(zip(reference["leaves"], candidate["leaves"])):
         if isinstance(r, torch.Tensor):
-            part = _compare_tensor(r, c, atol, rtol) if isinstance(c, torch.Tensor) else {
+            extra = allowances[i] if allowances is not None else 0.0
+            part = _compare_tensor(r, c, atol, rtol, extra) if isinstance(c, torch.Tensor) else {
                 "ok": False, "kind": "structure", "message": f"{type(c).__name__} where the reference has a tensor"}
         else:
             part = _compare_number(r, c, atol, rtol)
         if "max_abs" in part:
             result["max_abs_diff"] = max(result["max_abs_diff"] or 0.0, part["max_abs"])
             result["max_rel_diff"] = max(result["max_rel_diff"] or 0.0, part["max_rel"])
+            result["margin"] = max(result["margin"] or 0.0, part["margin"])
         if not part["ok"]:
             prefix = f"output {i}: " if len(reference["leaves"]) > 1 else ""
             result.update(ok=False, kind=part["kind"], message=prefix + str(part["message"]))
             if part["kind"] in ("structure", "shape", "dtype", "nonfinite"):
-                result["max_abs_diff"] = result["max_rel_diff"] = None
+                result["max_abs_diff"] = result["max_rel_diff"] = result["margin"] = None
             return result
     return result
 
@@ -177,3 +194,36 @@ def distinguishing_tolerance(magnitudes: list[float], atol: float) -> float:
     or constant output fails while rounding differences still pass (rtol stays)."""
     smallest = min(magnitudes, default=0.0)
     return min(atol, smallest * 1e-3) if smallest > 0 else atol
+
+
+def rounding_errors(output: dict[str, Any], wide: dict[str, Any]) -> list[float]:
+    """Per leaf of OUTPUT (the reference at the evaluation's precision), its
+    largest finite |output - wide|, WIDE being the same module computed in
+    float64 on the same inputs: the reference's own rounding error. 0 for
+    leaves that are not floating tensors. ValueError when WIDE is not the
+    same output (another structure or shape: the float64 twin computed
+    something else) or when a difference is beyond rounding (ROUNDING_CAP of
+    the leaf's largest magnitude: a comparison that flipped, a random draw)."""
+    if output["structure"] != wide["structure"] or len(output["leaves"]) != len(wide["leaves"]):
+        raise ValueError("the float64 reference returns another structure")
+    errors = []
+    for i, (r, w) in enumerate(zip(output["leaves"], wide["leaves"])):
+        if not (isinstance(r, torch.Tensor) and r.is_floating_point() and r.numel()):
+            errors.append(0.0)
+            continue
+        if not isinstance(w, torch.Tensor) or w.shape != r.shape:
+            raise ValueError(f"the float64 reference's output {i} is not a tensor of shape {tuple(r.shape)}")
+        worst, magnitude = 0.0, 0.0
+        r_flat, w_flat = r.reshape(-1), w.reshape(-1).to(r.device)
+        for j in range(0, r_flat.numel(), CHUNK):
+            rw, ww = _as_wide(r_flat[j:j + CHUNK]), _as_wide(w_flat[j:j + CHUNK])
+            finite = torch.isfinite(rw) & torch.isfinite(ww)
+            if bool(finite.any()):
+                worst = max(worst, float((rw[finite] - ww[finite]).abs().max()))
+                magnitude = max(magnitude, float(ww[finite].abs().max()))
+        if worst > ROUNDING_CAP * magnitude:
+            raise ValueError(f"output {i} differs from its float64 twin by {worst:.3g} at a largest magnitude of "
+                             f"{magnitude:.3g}: beyond rounding (a comparison that flipped, a random draw)")
+        errors.append(worst)
+    return errors
+

@@ -164,6 +164,7 @@ class Evaluation:
         self.trial_signals: list[dict[str, Any]] = []
         self.record = record.blank(cfg, self.src)
         self.atol = cfg.atol
+        self.allowances: list[float] | None = None  # the rounding allowance per output leaf (task shape)
         self.output_handoff: str | None = None  # how the trials' outputs crossed: "device" or "files (why)"
         self.without_device = False  # judged on its failed host-side preparation, the device never taken
 
@@ -183,7 +184,8 @@ class Evaluation:
             "device_name": info.get("device_name"), "capability": info.get("capability"),
             "driver": info.get("driver"), "torch": info.get("torch"), "cuda": info.get("cuda"),
             "python": info.get("python"),
-            "seeds": self.seeds, "atol": self.atol, "rtol": cfg.rtol, "trials": cfg.trials,
+            "seeds": self.seeds, "tolerance": cfg.tolerance, "atol": self.atol, "rtol": cfg.rtol,
+            "trials": cfg.trials,
             "timing_trials": cfg.timing_trials, "warmup": cfg.warmup, "timeout_s": cfg.timeout_s,
             "compile_timeout_s": cfg.compile_timeout_s, "speedup_bound": cfg.speedup_bound,
             "equivalence_margin": cfg.equivalence_margin, "cuda_arch": self.cuda_arch,
@@ -325,6 +327,7 @@ class Evaluation:
         ref = self._worker("reference", dict(common, private_dir=str(work / "reference"),
                                              candidate_dir=str(work / "candidate"),
                                              trial_seeds=self.seeds["trials"], atol=cfg.atol, rtol=cfg.rtol,
+                                             rounding=cfg.profile.scaled,
                                              variants=self.variants,
                                              variant_bytes=settings.VARIANT_BYTES[cfg.device],
                                              handoff_fd=fds.get("reference")),
@@ -444,6 +447,7 @@ class Evaluation:
         if manifest["degenerate"]:
             self.flags.append("degenerate_tolerance")
             self.atol = manifest["atol"]  # compare.distinguishing_tolerance of the reference's outputs
+        self._note_rounding(manifest)
         with self._spent("construct"):  # what of ModelNew's construction outlasted the reference's trials
             step = cand.reply(construct if construct is not None else cand.send("construct"))
         if not step or step.get("status") != "ok":
@@ -475,6 +479,28 @@ class Evaluation:
         if verdict is not None:
             return verdict
         return self._time(work, ref, cand, manifest)
+
+    def _note_rounding(self, manifest: dict[str, Any]) -> None:
+        """The tolerance as judged: under a scaled profile, the reference's own
+        rounding error per output (its float64 twin's measure) and the allowance it
+        gives, or why there is none (the plain bound then applies)."""
+        tolerance = self.record["tolerance"]
+        tolerance["atol"] = self.atol
+        if not self.cfg.profile.scaled:
+            return
+        rounding = manifest.get("rounding")
+        if rounding is None:
+            tolerance["fallback"] = manifest.get("rounding_off") or "no trial was computed in float64"
+            return
+        self.allowances = settings.rounding_allowances(rounding)
+        tolerance.update(rounding=rounding, allowance=self.allowances)
+
+    def _note_margin(self, cmp: dict[str, Any]) -> None:
+        """The worst margin (|c - r| over its bound) among the comparisons that decide correctness."""
+        margin = cmp.get("margin")
+        if margin is not None:
+            held = self.record["tolerance"]["margin"]
+            self.record["tolerance"]["margin"] = margin if held is None else max(held, margin)
 
     # ---------------------------------------------------------- variants ---
     def _check_variants(self, ref: Worker, cand: Worker) -> dict[str, Any] | None:
@@ -509,13 +535,17 @@ class Evaluation:
                 if not reply or reply.get("status") != "ok":
                     return self._candidate_stopped(cand, reply, variant=plan)
                 self._note_trial_signals(reply, case)
-                cmp = self._compared(ref, [{"name": name, "file": f"{name}.pt"}])[0]
+                allowances = settings.rounding_allowances(case.get("rounding"))
+                cmp = self._compared(ref, [{"name": name, "file": f"{name}.pt"}], allowances)[0]
                 if "unreadable" in cmp:
                     return self._variant_failed(plan, "runtime_error", "UnreadableOutput",
                                                 f"its output cannot be read: {cmp['unreadable']}")
+                self._note_margin(cmp)
                 summary["checked"].append({"name": name, "constants": plan["constants"], "ok": cmp["ok"],
-                                           "max_abs_diff": cmp["max_abs_diff"],
-                                           **({"narrowed": case["narrowed"]} if case.get("narrowed") else {})})
+                                           "max_abs_diff": cmp["max_abs_diff"], "margin": cmp.get("margin"),
+                                           **({"narrowed": case["narrowed"]} if case.get("narrowed") else {}),
+                                           **({"rounding_off": case["rounding_off"]}
+                                              if self.cfg.profile.scaled and case.get("rounding_off") else {})})
                 if not cmp["ok"]:
                     how = "shape_mismatch" if cmp["kind"] in ("structure", "shape", "dtype") else "wrong_output"
                     return self._variant_failed(plan, how, "OutputMismatch", cmp["message"])
@@ -545,13 +575,16 @@ class Evaluation:
         self._note_outcome(outcome, candidate=True)
         return self._candidate_failure(outcome, payload, variant)
 
-    def _compared(self, ref: Worker, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _compared(self, ref: Worker, cases: list[dict[str, Any]],
+                  allowances: list[float] | None | str = "task") -> list[dict[str, Any]]:
         """The candidate's saved outputs compared with the reference's, in the
         reference's worker on its device (workers/reference.judge): one result
         per case, compare.compare_outputs's or {ok: False, unreadable: why}.
-        File names are the parent's, never taken from a candidate's reply."""
+        File names are the parent's, never taken from a candidate's reply.
+        allowances: the rounding allowance per output leaf ("task": the task shape's)."""
+        allowances = self.allowances if allowances == "task" else allowances
         with self._spent("compare"):
-            reply = ref.request("judge", cases=cases, atol=self.atol, rtol=self.cfg.rtol)
+            reply = ref.request("judge", cases=cases, atol=self.atol, rtol=self.cfg.rtol, allowances=allowances)
         self._reference_ok(ref, reply, "comparing outputs")
         self._add_seconds("compare", reply, ("load", "values", "on_host"))
         return reply["results"]
@@ -599,6 +632,7 @@ class Evaluation:
                 self.flags.append("kernel_result_unused")  # that call never ran the extension
             if cmp["max_abs_diff"] is not None:
                 max_abs, max_rel = max(max_abs, cmp["max_abs_diff"]), max(max_rel, cmp["max_rel_diff"])
+            self._note_margin(cmp)
             if cmp["ok"]:
                 passed += i != armed  # of the configured trials (the armed call is an extra one)
             elif mismatch is None:
@@ -916,8 +950,12 @@ class Evaluation:
             self.flags.append("changed_global_settings")
             self.record["settings_changed"] = sorted(set(self.record.get("settings_changed") or []) |
                                                      set(report["settings_changed"]))
-        if report.get("reduced_precision"):
+        lowered = report.get("reduced_precision")
+        if lowered:
+            # What it did (autocast, TF32): from the candidate's process, so bounded here.
+            shown = [str(x)[:100] for x in lowered[:20]] if isinstance(lowered, list) else ["(unreadable)"]
             self.flags.append("reduced_precision_math")
+            self.record["reduced_precision"] = sorted(set(self.record["reduced_precision"]) | set(shown))
         self.record["patched"] = sorted(set(self.record.get("patched") or []) |
                                         set(report.get("patched_harness", [])) |
                                         set(report.get("patched_torch", [])))[:20]

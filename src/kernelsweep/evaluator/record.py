@@ -28,8 +28,20 @@ def blank(cfg: Any = None, src: Any = None) -> dict[str, Any]:
         "error": None, "flags": [], "wall_s": 0.0, "compile_s": 0.0, "build_in_hold_s": 0.0,
         "device": getattr(cfg, "device", None), "precision": getattr(cfg, "precision", None),
         "stage_s": {}, "gpu_s": None, "builds": [], "provenance": {},
-        "variants": None, "settings_changed": [], "weights": None,
+        "variants": None, "settings_changed": [], "reduced_precision": [], "weights": None,
+        "tolerance": tolerance(cfg),
     }
+
+
+def tolerance(cfg: Any = None) -> dict[str, Any]:
+    """How the outputs are compared (docs/taxonomy.md, "Tolerance profiles"): the profile,
+    its atol/rtol at the evaluation's precision, under a scaled profile the reference's
+    rounding error and the allowance per output leaf (or the `fallback`: why the plain bound
+    applies), and the `margin`: the worst element's |c - r| over its bound, among the
+    correctness trials and shape variants (at most 1 passes; null when none was compared)."""
+    return {"profile": getattr(cfg, "tolerance", None), "atol": getattr(cfg, "atol", None),
+            "rtol": getattr(cfg, "rtol", None), "rounding": None, "allowance": None, "fallback": None,
+            "margin": None}
 
 
 def weights_kept(reference: dict[str, list], candidate: Any) -> dict[str, int] | None:

@@ -225,6 +225,12 @@ class _Collector:
             self.problems.append(Problem(str(path), f"timed with equivalence margin {margin} but the study's is "
                                          f"{self.spec.equivalence_margin}: its faster/tie/slower verdict against "
                                          "eager follows the older margin; rerun it"))
+        profile = provenance.get("tolerance")
+        if category in verdict.CATEGORIES and profile is not None and self.spec.tolerance is not None \
+                and profile != self.spec.tolerance:
+            self.problems.append(Problem(str(path), f"judged under tolerance profile {profile!r} but the study names "
+                                         f"{self.spec.tolerance!r}: its correctness follows the other bound; "
+                                         "rerun it"))
         variants = provenance.get("shape_variants")
         if category in verdict.CATEGORIES and variants is not None and variants != self.spec.shape_variants:
             self.problems.append(Problem(str(path), f"judged on {variants} shape variant(s) but the study names "

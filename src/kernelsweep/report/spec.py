@@ -66,6 +66,11 @@ class StudySpec:
         return int((self.config.get("evaluation") or {}).get("shape_variants", 0))
 
     @property
+    def tolerance(self) -> str | None:
+        """The study's tolerance profile (evaluator settings.TOLERANCE_PROFILES); None for a manifest older than them."""
+        return (self.config.get("evaluation") or {}).get("tolerance")
+
+    @property
     def equivalence_margin(self) -> float:
         """The study's tie margin (kernelsweep.metrics); 0 for a manifest older than it."""
         return float((self.config.get("evaluation") or {}).get("equivalence_margin", 0.0))

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelsweep import layout
-from kernelsweep.evaluator.settings import EvalSettings
+from kernelsweep.evaluator.settings import TOLERANCE_PROFILES, EvalSettings
 from kernelsweep.fileio import read_json, sha256_file, write_json
 from kernelsweep.models.records import outage
 
@@ -53,6 +53,13 @@ def _placeholder(kind: dict[str, Any]) -> dict[str, Any]:
     from kernelsweep.evaluator import record
 
     return {**record.blank(), **kind}
+
+
+def _tolerance(args) -> dict[str, Any]:
+    from kernelsweep.evaluator import record
+
+    return record.tolerance(EvalSettings(precision=args.precision or _DEFAULTS.precision,
+                                         tolerance=args.tolerance or _DEFAULTS.tolerance))
 
 
 def generation_provenance(response: dict[str, Any], candidate: Path) -> dict[str, Any]:
@@ -104,12 +111,14 @@ def run_evaluate(args) -> int:
     started = time.time()
     if skipped:
         record = _placeholder(skipped)
+        # the profile the cell is judged under, though nothing was compared
+        record["tolerance"] = _tolerance(args)
     else:
         task = read_json(args.task)
         given = {"device": args.device, "precision": args.precision, "trials": args.trials,
                  "timing_trials": args.timing_trials, "warmup": args.warmup, "timeout_s": args.timeout,
                  "compile_timeout_s": args.compile_timeout, "equivalence_margin": args.equivalence_margin,
-                 "shape_variants": args.shape_variants}
+                 "shape_variants": args.shape_variants, "tolerance": args.tolerance}
         record = evaluate(Path(args.reference), candidate, build_dir=Path(args.build_dir),
                           log_dir=Path(args.out).parent, task_sha256=task["sha256"],
                           **{k: v for k, v in given.items() if v is not None})
@@ -173,6 +182,7 @@ class EvaluateCandidate:
         ev.add_argument("--compile-timeout", type=float)
         ev.add_argument("--equivalence-margin", type=float)
         ev.add_argument("--shape-variants", type=int)
+        ev.add_argument("--tolerance", choices=TOLERANCE_PROFILES)
         _common(ev)
 
     main = staticmethod(_harness_guard(run_evaluate))

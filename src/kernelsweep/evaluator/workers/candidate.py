@@ -112,6 +112,7 @@ def prepare(ctx: frame.WorkerContext) -> State:
     s.perturber = Perturber()
     ctx.hooks = BuildHooks(cfg["build_root"], ctx.channel, cfg.get("cuda_arch"), s.perturber).install()
     ctx.hooks.device_held = not cfg.get("await_go")  # without the late claim the device was taken first
+    s.autocast = mathmodes.AutocastWatch()  # before the guard's snapshot: the harness's, no patch
     s.guard = guard.Guard()
     mathmodes.use_strict()  # as the reference: what the candidate lowers from here is its own
     s.settings_before = mathmodes.GlobalSettings.capture(threads=ctx.host_threads)
@@ -212,14 +213,19 @@ def _call_checked(s: State, inputs: list, seed: int, armed: bool,
     # share: CPU time, so a forward that sleeps is not diluted by its idle time).
     host = s.device.type == "cpu"
     s.perturber.inside_ns, s.perturber.measuring = 0, host
+    s.autocast.look()  # autocast switched on before the call and left on
+    s.autocast.active = True  # and entered inside it
     started = _cpu_ns()
     try:
         out = model(*inputs)
     finally:
         call_ns = _cpu_ns() - started
+        s.autocast.active = False
         s.perturber.armed = False
         s.perturber.measuring = False
     # The modes in force when the call returned (set in forward and left on, or set earlier).
+    s.autocast.look()
+    s.reduced.update(s.autocast.seen)
     s.reduced.update(mathmodes.reduced_precision(mathmodes.GlobalSettings.capture()))
     structure, leaves = trees.flatten_output(out)
     hooked = hooks.installed()

@@ -14,6 +14,12 @@ under the same seed (init inputs to the shared directory), one
 call on the variant's secret seed, its output saved privately; a variant the
 reference cannot run (an exception, out of memory, inputs beyond the budget)
 is dropped with the reason. fp32 runs with TF32 off (mathmodes.use_strict).
+Under a scaled tolerance profile (config `rounding`) each trial and variant is
+also computed by the module's float64 twin (its weights and inputs widened, on
+the same device), and the reference's own rounding error per output
+(compare.rounding_errors) goes to the parent; where the twin cannot run
+(an op without float64, out of memory, a difference beyond rounding) it says
+why (`rounding_off`), and the plain bound applies.
 Its outputs stay here, on the device while they fit a share of its memory
 (KEPT_SHARE; beyond it, in private files): the candidate's saved outputs are
 brought here and compared on the device (`judge`), so no output crosses to
@@ -26,6 +32,7 @@ with the kept ones, each candidate file removed once read)."""
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from pathlib import Path
@@ -178,7 +185,15 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
         model = model.to(seeding.DTYPES[s.precision])
     s.model = model
 
-    def run_case(inputs: list, seed: int, name: str, first: dict[str, Any] | None = None) -> dict[str, Any]:
+    s.twin, s.rounding, s.rounding_off = None, None, None
+    if cfg.get("rounding"):
+        try:
+            s.twin = _twin(model)  # on the host until the first trial has run (run_case)
+        except (Exception, MemoryError) as exc:  # noqa: BLE001 - a module that cannot be copied or widened
+            _no_twin(s, exc)
+
+    def run_case(inputs: list, seed: int, name: str, first: dict[str, Any] | None = None,
+                 trial: bool = True) -> dict[str, Any]:
         pristine = trees.clone_tree(inputs)
         seeding.set_seed(seed)
         out = model(*inputs)
@@ -192,6 +207,13 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
                  "_as_first": first is None or compare.compare_outputs(first, output, atol, rtol)["ok"]}
         keeping = time.monotonic()
         kept = _keep(s, name, structure, leaves, host_copy=name == "trial0")  # later trials compare with it
+        if s.twin is not None and trial:  # after _keep: the reference's own peak is measured without it
+            try:
+                s.twin = s.twin.to(s.device)  # from the host, at the first trial
+                errors = compare.rounding_errors(output, _wide_output(s.twin, pristine, seed, s.device))
+                s.rounding = errors if s.rounding is None else [max(a, b) for a, b in zip(s.rounding, errors)]
+            except (Exception, MemoryError) as exc:  # noqa: BLE001 - the plain bound applies, and says why
+                _no_twin(s, exc)
         s.described[name] = devicehandoff.describe(leaves)
         spent["keep"] += time.monotonic() - keeping
         return {"name": name, "mutates_inputs": not trees.same_values(inputs, pristine),
@@ -225,8 +247,8 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
                         t if not t.is_floating_point() else
                         torch.full_like(t, float("nan")) if k == "nan" else t * PROBE_SCALE + PROBE_SHIFT))
                     trees.save(probe, Path(cfg["shared_dir"]) / f"probe_{kind}_in.pt")
-                    probes.append(dict(run_case(probe, trials[0]["seed"], f"probe_{kind}"), seed=trials[0]["seed"],
-                                       inputs=f"probe_{kind}_in.pt"))
+                    probes.append(dict(run_case(probe, trials[0]["seed"], f"probe_{kind}", trial=False),
+                                       seed=trials[0]["seed"], inputs=f"probe_{kind}_in.pt"))
     except torch.OutOfMemoryError as exc:
         # The candidate builds ModelNew meanwhile (evaluation.py): out of memory because its
         # process holds the device is the candidate's failure, not the harness's (as for variants).
@@ -237,6 +259,10 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
             raise
         s.ready = {"crowded_out": held, "message": str(exc)[:300]}
         return s
+    if s.twin is not None:
+        s.twin = None  # its memory back before the candidate's calls
+        if s.device.type == "cuda":
+            torch.cuda.empty_cache()
     for case in trials + probes:  # what stays here: the kept output and the facts above
         for key in [k for k in case if k.startswith("_")]:
             del case[key]
@@ -245,8 +271,46 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
     s.peak_reserved = torch.cuda.max_memory_reserved(s.device) if s.device.type == "cuda" else 0
     s.ready = {"trials": trials, "probes": probes, "constant": constant, "near_zero": near_zero,
                "degenerate": degenerate, "atol": judged_atol, "device_info": info, "flush_bytes": s.clock.flush_bytes, "input_bytes": input_bytes,
-               "weights": s.weights, "seconds": dict(spent, trials=time.monotonic() - started), **_lend(s, cfg.get("handoff_fd"))}
+               "weights": s.weights, "rounding": s.rounding, "rounding_off": s.rounding_off,
+               "seconds": dict(spent, trials=time.monotonic() - started), **_lend(s, cfg.get("handoff_fd"))}
     return s
+
+
+def _twin(model: torch.nn.Module, device: torch.device | str = "cpu") -> torch.nn.Module:
+    """The reference module in float64 on DEVICE: a copy (its state as it is
+    now, so both see the same calls from here) with its floating parameters
+    and buffers widened, made there directly (no second copy of the weights on
+    the reference's device). Tensors it keeps otherwise are copied as they are."""
+    memo: dict[int, Any] = {}
+    for tensor in list(model.parameters()) + list(model.buffers()):
+        wide = tensor.detach().to(device, torch.float64 if tensor.is_floating_point() else tensor.dtype, copy=True)
+        memo[id(tensor)] = torch.nn.Parameter(wide, tensor.requires_grad) \
+            if isinstance(tensor, torch.nn.Parameter) else wide
+    return copy.deepcopy(model, memo)
+
+
+def _wide_output(twin: torch.nn.Module, inputs: list, seed: int, device: torch.device) -> dict[str, Any]:
+    """The twin's output on INPUTS widened, under the call's seed; tensors the
+    forward makes without a dtype are float64 too (the default dtype, for the call)."""
+    wide = trees.map_tensors(inputs, lambda t: t.to(torch.float64) if t.is_floating_point() else t)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        seeding.set_seed(seed)
+        out = twin(*wide)
+        machine.synchronize(device)
+    finally:
+        torch.set_default_dtype(default)
+    structure, leaves = trees.flatten_output(out)
+    return {"structure": structure, "leaves": leaves}
+
+
+def _no_twin(s: State, exc: BaseException) -> None:
+    """The float64 twin is given up: the plain bound applies, for the reason recorded."""
+    s.twin, s.rounding = None, None
+    s.rounding_off = f"{type(exc).__name__}: {str(exc)[:300]}"
+    if s.device.type == "cuda":
+        torch.cuda.empty_cache()
 
 
 def _varies(s: State, trials: list[dict[str, Any]], atol: float, rtol: float) -> bool:
@@ -397,12 +461,19 @@ def _try_variant(s: State, name: str, constants: dict[str, int], seed: int) -> d
                 return {"name": name, "dropped": f"its inputs ({size} bytes) exceed the variant budget "
                                                  f"({cfg.get('variant_bytes')} bytes)"}
             pristine = trees.clone_tree(inputs)
+            twin = _variant_twin(s, model)
             seeding.set_seed(seed)
             out = model(*inputs)
             machine.synchronize(s.device)
             structure, leaves = trees.flatten_output(out)
             signals = {"mutates_inputs": not trees.same_values(inputs, pristine),
                        "aliases_inputs": trees.aliases(leaves, inputs)}
+            if isinstance(twin, torch.nn.Module):
+                signals.update(_variant_rounding({"structure": structure, "leaves": leaves}, twin, pristine, seed,
+                                                 s.device))
+            elif twin is not None:
+                signals["rounding_off"] = twin
+            del twin
             _keep(s, name, structure, leaves)
         trees.save(init, shared / f"{name}_init.pt")
         return {"name": name, "seed": seed, "constants": constants, **signals}
@@ -414,6 +485,24 @@ def _try_variant(s: State, name: str, constants: dict[str, int], seed: int) -> d
         del model, inputs, out
         if s.device.type == "cuda":
             torch.cuda.empty_cache()
+
+
+def _variant_twin(s: State, model: torch.nn.Module) -> torch.nn.Module | str | None:
+    """A variant's float64 twin under a scaled profile, or why there is none."""
+    if not s.config.get("rounding"):
+        return None
+    try:
+        return _twin(model, s.device)
+    except (Exception, MemoryError) as exc:  # noqa: BLE001 - the plain bound applies, and says why
+        return f"{type(exc).__name__}: {str(exc)[:300]}"
+
+
+def _variant_rounding(output: dict[str, Any], twin: torch.nn.Module, inputs: list, seed: int,
+                      device: torch.device) -> dict[str, Any]:
+    try:
+        return {"rounding": compare.rounding_errors(output, _wide_output(twin, inputs, seed, device))}
+    except (Exception, MemoryError) as exc:  # noqa: BLE001 - the plain bound applies, and says why
+        return {"rounding_off": f"{type(exc).__name__}: {str(exc)[:300]}"}
 
 
 def variant(ctx: frame.WorkerContext, s: State, name: str) -> dict[str, Any]:
@@ -457,8 +546,9 @@ def outputs(ctx: frame.WorkerContext, s: State, seeds: list[int], names: list[st
 
 
 def judge(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]], atol: float,
-          rtol: float) -> dict[str, Any]:
-    """Compare the candidate's saved outputs with the kept ones, on the device.
+          rtol: float, allowances: list[float] | None = None) -> dict[str, Any]:
+    """Compare the candidate's saved outputs with the kept ones, on the device
+    (with the rounding allowance per output leaf the parent gives, if any).
     cases: [{name (kept here), file (in the candidate's folder), grouped}];
     for the grouped ones also whether each equals the first grouped one
     bit for bit (outputs that do not depend on the inputs). Each result is
@@ -485,11 +575,11 @@ def judge(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]], atol:
             seconds["load"] += time.monotonic() - started
         started = time.monotonic()
         try:
-            result = compare.compare_outputs(mine, theirs, atol, rtol)
+            result = compare.compare_outputs(mine, theirs, atol, rtol, allowances)
         except torch.OutOfMemoryError:  # no room on the device for the comparison: the same on the host
             fallback = time.monotonic()
             mine, theirs = _on_host(mine), _on_host(theirs)
-            result = compare.compare_outputs(mine, theirs, atol, rtol)
+            result = compare.compare_outputs(mine, theirs, atol, rtol, allowances)
             seconds["on_host"] += time.monotonic() - fallback
         if case.get("grouped") and case.get("described") is not None:
             result["same_as_first"] = False  # no values (and a mismatch, which decides the verdict)
