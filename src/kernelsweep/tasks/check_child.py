@@ -203,8 +203,8 @@ class Checker:
 
     def check_dependence(self, module, model, first: list, torch) -> None:
         """Is the task degenerate, its outputs the same whatever the inputs?
-        The model at its default init (seed 0) runs on DEPENDENCE_DRAWS more
-        input draws; the evaluator's rule for a constant reference
+        The model at its default init (seed 0) runs on more input draws
+        (get_inputs() under DEPENDENCE_SEEDS); the evaluator's rule for a constant reference
         (`constant_reference`, docs/taxonomy.md): every draw's outputs within
         the fp32 tolerance of the first's, judged at the distinguishing atol
         where zeros would pass (so a tiny but input-dependent output varies).
@@ -222,15 +222,18 @@ class Checker:
                 raise
             self.save(degenerate_reason=f"not checked: {v.reason}")  # out of memory under the cap
             return
-        floating = [t for outputs in draws for t in outputs if t.is_floating_point() and t.numel()]
-        magnitudes = [magnitude(t, torch) for t in floating]
+        # Per draw, its largest finite |value|; where zeros would pass every draw, the evaluator's
+        # distinguishing atol: a thousandth of the smallest of them (evaluator/compare.py).
+        magnitudes = [max((magnitude(t, torch) for t in outputs if t.is_floating_point() and t.numel()), default=0.0)
+                      for outputs in draws]
         atol = DEGENERATE_ATOL
-        if magnitudes and max(magnitudes) <= DEGENERATE_ATOL:  # zeros would pass: judge finer, as the evaluator
-            atol = min(atol, min(magnitudes) * 1e-3) if min(magnitudes) > 0 else atol
+        if max(magnitudes) <= DEGENERATE_ATOL and min(magnitudes) > 0:
+            atol = min(atol, min(magnitudes) * 1e-3)
         if any(not same_outputs(first, outputs, atol, DEGENERATE_ATOL, torch) for outputs in draws[1:]):
             self.save(degenerate=False)
             return
-        what = ("every output is zero" if magnitudes and max(magnitudes) == 0
+        floating = any(t.is_floating_point() for t in first)
+        what = ("every output is zero" if floating and max(magnitudes) == 0
                 else f"the outputs are the same within atol={atol:.3g}, rtol={DEGENERATE_ATOL:g}")
         self.save(degenerate=True, degenerate_reason=(
             f"the outputs do not depend on the inputs: at the default init, on {len(draws)} input draws "
