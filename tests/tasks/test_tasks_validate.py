@@ -275,3 +275,16 @@ def test_a_reference_too_slow_for_the_extra_draws_stays_valid():
     record = validate_reference(slow_later, "L9-055", timeout_s=30)
     assert record["forward"] == "ran" and record["degenerate"] is None, record
     assert record["degenerate_reason"].startswith("not checked: the forward on more input draws"), record
+
+
+@pytest.mark.slow
+def test_a_kernelbench_network_degenerate_at_its_default_init(kernelbench):
+    """KernelBench L3-003 (DeepNarrowMLP: 16 ReLU layers of 1024 at PyTorch's
+    default init) outputs, within the fp32 tolerance, its last layer's bias
+    whatever the input: degenerate. L3-034 (an RNN's hidden state) is not."""
+    deep = validate_reference((kernelbench / "level3" / "3_DeepNarrowMLP.py").read_text(), "L3-003",
+                              forward="always", timeout_s=600)
+    assert deep["forward"] == "ran" and deep["degenerate"] is True, deep
+    assert deep["degenerate_reason"].startswith("the outputs do not depend on the inputs"), deep
+    rnn = validate_reference((kernelbench / "level3" / "34_VanillaRNNHidden.py").read_text(), "L3-034")
+    assert rnn["forward"] == "ran" and rnn["degenerate"] is False, rnn
