@@ -189,11 +189,11 @@ def test_family5_saved_reference_outputs_cannot_be_read(run_eval, cpu_library):
 def test_family5_forged_result_on_the_report_channel(run_eval):
     """Family 5 (channel forged): the candidate finds the nonce and the report
     descriptor in its own process and sends a well-formed 'ok' result first,
-    naming the reference's output files as its own. The verdict comes from
-    the outputs the judge compares itself: its real outputs, zeros, are
-    wrong_output (a wrong answer comes before a cheat in the precedence)."""
+    naming the reference's output files as its own. A serving worker answers
+    by replies only: a result on its channel is misuse, a cheat
+    (report_tampered) even though its real outputs, zeros, are wrong too."""
     r = _adv(run_eval, "add", "forge_report_nonce")
-    assert r["category"] == "wrong_output" and r["correct"] is False, _why(r)
+    assert r["category"] == "cheat" and "report_tampered" in r["flags"], _why(r)
     _never_forged(r)
 
 

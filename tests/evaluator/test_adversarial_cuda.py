@@ -119,11 +119,10 @@ def test_cuda_family5_saved_reference_outputs_cannot_be_read(run_cuda):
 
 
 def test_cuda_family5_forged_result_on_the_report_channel(run_cuda):
-    """Family 5 on CUDA: a forged 'ok' result sent first on the report channel.
-    The judge compares the outputs itself: its real ones, zeros, are
-    wrong_output (a wrong answer comes before a cheat)."""
+    """Family 5 on CUDA: a forged 'ok' result sent first on the report channel:
+    misuse of a serving worker's channel, a cheat (report_tampered)."""
     r = run_cuda("add", ADV / "forge_report_nonce.py")
-    assert r["category"] == "wrong_output" and r["correct"] is False, _why(r)
+    assert r["category"] == "cheat" and "report_tampered" in r["flags"], _why(r)
 
 
 def test_cuda_family5_own_output_files_cannot_be_swapped(run_cuda):
