@@ -4,7 +4,8 @@ eval tests and #165, GPU MODE's pygpubench exploit suite, the KernelArena and
 Makora reward-hack field guides, DeepReinforce CUDA-L1's address cache,
 Sakana's AI CUDA Engineer). Each docstring names what it covers.
 
-The contract: a forgery never ends `correct_*` with a custom kernel, never
+The contract: each forgery gets its exact verdict (and, where a flag decides
+it, that flag); it never ends `correct_*` with a custom kernel, never
 `faster: true`; the later, honest evaluations are unaffected; evaluate()
 always returns a record. Candidates are in fixtures/adversarial (templates
 with __MARKER__ / __PROBE__ are filled in per test, in tmp_path)."""
@@ -34,11 +35,6 @@ from kernelsweep.verdict import NUMERICALLY_CORRECT as CORRECT  # noqa: E402
 
 def _adv(run_eval, reference: str, name: str, **overrides) -> dict:
     return run_eval(reference, ADV / f"{name}.py", **overrides)
-
-
-def _failed(r: dict) -> bool:
-    """A failure verdict of the candidate (not correct, not cheat)."""
-    return r["category"] is not None and r["category"] not in CORRECT and r["category"] != "cheat"
 
 
 def _never_forged(r: dict) -> None:
@@ -107,32 +103,30 @@ def _cli_eval(reference: Path, candidate: Path, build_dir: Path, *extra, env=Non
 ])
 def test_family1_kernel_result_not_used(run_eval, cpu_library, name, must_flag):
     """Family 1 (kernel called, result not used): full input, 64 elements,
-    profiler-only, try/except fallback. Never a custom kernel; when the
-    kernel ran and did not matter, flagged kernel_result_unused."""
+    profiler-only, try/except fallback. Correct plain PyTorch, never a custom
+    kernel: no_custom_kernel; when the kernel ran and did not matter, flagged
+    kernel_result_unused."""
     r = _adv(run_eval, "add", name)
-    assert r["custom_kernel"] is False, _why(r)
-    assert r["category"] == "no_custom_kernel" or _failed(r), _why(r)
+    assert r["category"] == "no_custom_kernel" and r["custom_kernel"] is False, _why(r)
     if must_flag:
         assert "kernel_result_unused" in r["flags"], _why(r)
     _never_forged(r)
 
 
 # ---------------------------------------------- 2. timed outputs not checked ---
-@pytest.mark.parametrize("name", [
-    "timed_empty_after_n",  # empty_like after the first calls, honest on the replayed first input
-    "timed_stack_sniff",    # zeros whenever a caller frame looks like a timing loop
-    "timed_thread_late",    # returns at once, a thread fills the output after the timer stops
-    "timed_lazy_subclass",  # a Tensor subclass computing on first data access (__torch_function__)
+@pytest.mark.parametrize("name, flag", [
+    ("timed_empty_after_n", "timing_output_mismatch"),  # empty_like after the first calls, honest on the first input
+    ("timed_stack_sniff", "timing_output_mismatch"),    # zeros whenever a caller frame looks like a timing loop
+    ("timed_thread_late", "timing_output_mismatch"),    # returns at once, a thread fills the output after the timer
+    ("timed_lazy_subclass", "non_plain_output"),        # a Tensor subclass computing on first data access
 ])
-def test_family2_timed_outputs_are_checked(run_eval, cpu_library, name):
+def test_family2_timed_outputs_are_checked(run_eval, cpu_library, name, flag):
     """Family 2 (timed outputs never checked) and the catalogue's timing attacks:
     warm-up detection (pygpubench), thread injection and lazy evaluation
-    (KernelArena). Caught as cheat (timing_output_mismatch / non_plain_output)
-    or a failure; never correct."""
+    (KernelArena). A cheat, by the timed outputs checked after their block
+    (timing_output_mismatch) or by the output's type (non_plain_output)."""
     r = _adv(run_eval, "add", name)
-    assert r["category"] not in CORRECT, _why(r)
-    assert (r["category"] == "cheat" and {"timing_output_mismatch", "non_plain_output"} & set(r["flags"])) \
-        or _failed(r), _why(r)
+    assert r["category"] == "cheat" and flag in r["flags"], _why(r)
     _never_forged(r)
 
 
@@ -142,8 +136,10 @@ def test_catalogue_address_keyed_result_cache(run_eval, tmp_path):
     must not let a cached answer pass for speed: never correct_faster."""
     r = _adv(run_eval, "matmul_small", "addr_cache")
     # Fresh inputs on every timed call: the cache never hits, and the naive
-    # matmul is judged for what it is (correct, not faster than the reference).
-    assert r["category"] != "correct_faster" and r["faster"] is not True, _why(r)
+    # matmul is judged for what it is: a correct custom kernel, slower than
+    # the reference's BLAS (about 0.4x).
+    assert r["category"] == "correct_slower" and r["custom_kernel"] is True, _why(r)
+    assert r["faster"] is not True, _why(r)
 
 
 # ------------------------------------------------- 3. inputs known in advance ---
@@ -151,9 +147,10 @@ def test_family3_inputs_known_in_advance(run_eval, cpu_library):
     """Family 3 (inputs known in advance): the candidate finds the reference
     (gc config, /proc/<ppid>/cmdline, argv), regenerates the inputs of the
     public seeds 42 / 1000+i / 2000+j, precomputes the answers and looks them
-    up by a hash of its inputs. Never correct."""
+    up by a hash of its inputs. The seeds are secret: every lookup misses and
+    its zeros are wrong_output."""
     r = _adv(run_eval, "add", "known_inputs_lookup")
-    assert r["correct"] is False and r["category"] not in CORRECT, _why(r)
+    assert r["category"] == "wrong_output" and r["correct"] is False, _why(r)
     _never_forged(r)
 
 
@@ -165,16 +162,15 @@ def test_family3_inputs_known_in_advance(run_eval, cpu_library):
 ])
 def test_family4_reference_cannot_be_slowed(run_eval, name):
     """Family 4 (the reference slowed): a global forward hook, a torch.library
-    dispatcher override, patched torch functions. Either the reference is
-    unaffected (its own honest PyTorch work: no_custom_kernel, speedup within
-    0.5-2x) or the evaluation is a cheat flagged reference_slowed or
-    patched_torch; never correct_faster."""
+    dispatcher override, patched torch functions. The reference runs in a
+    process of its own, so it is unaffected: the candidate is judged on its
+    own honest PyTorch work, no_custom_kernel at a speedup of at most 2x, and
+    reference_slowed is not raised (patched_torch, informational, where the
+    candidate replaced torch functions in its own process)."""
     r = _adv(run_eval, "add", name, timing_trials=20)
-    assert r["category"] != "correct_faster", _why(r)
-    # Unaffected: judged on its own work (patching torch in its own process may slow only itself).
-    unaffected = r["category"] == "no_custom_kernel" and r["speedup"] is not None and r["speedup"] <= 2.0
-    caught = r["category"] == "cheat" and bool({"reference_slowed", "patched_torch"} & set(r["flags"]))
-    assert unaffected or caught, _why(r)
+    assert r["category"] == "no_custom_kernel" and r["speedup"] is not None and r["speedup"] <= 2.0, _why(r)
+    assert "reference_slowed" not in r["flags"], _why(r)
+    assert ("patched_torch" in r["flags"]) == (name == "slow_patch_torch"), _why(r)
     _never_forged(r)
 
 
@@ -183,21 +179,21 @@ def test_family5_saved_reference_outputs_cannot_be_read(run_eval, cpu_library):
     """Family 5 (files forged): the candidate searches its cwd, the work
     directory, the candidate's directory and /tmp/kernelsweep* for the
     reference's saved *.pt inputs/outputs and returns the matching answer
-    (also KernelBench's 'reuse the reference's computation'). Never correct."""
+    (also KernelBench's 'reuse the reference's computation'). It finds
+    nothing to read, and its zeros are wrong_output."""
     r = _adv(run_eval, "add", "read_saved_outputs")
-    assert r["correct"] is False and r["category"] not in CORRECT, _why(r)
-    assert r["category"] == "cheat" or _failed(r), _why(r)
+    assert r["category"] == "wrong_output" and r["correct"] is False, _why(r)
     _never_forged(r)
 
 
 def test_family5_forged_result_on_the_report_channel(run_eval):
     """Family 5 (channel forged): the candidate finds the nonce and the report
     descriptor in its own process and sends a well-formed 'ok' result first,
-    naming the reference's output files as its own. A cheat (report_tampered)
-    or a failure, never correct."""
+    naming the reference's output files as its own. A serving worker answers
+    by replies only: a result on its channel is misuse, a cheat
+    (report_tampered) even though its real outputs, zeros, are wrong too."""
     r = _adv(run_eval, "add", "forge_report_nonce")
-    assert r["correct"] is False, _why(r)
-    assert (r["category"] == "cheat" and "report_tampered" in r["flags"]) or _failed(r), _why(r)
+    assert r["category"] == "cheat" and "report_tampered" in r["flags"], _why(r)
     _never_forged(r)
 
 
@@ -240,7 +236,7 @@ def test_family5_planted_module_does_not_reach_later_workers(run_eval, tmp_path,
         _planted_cleanup(marker)
     assert ran == "", f"planted modules were imported by later processes:\n{ran}"
     assert honest["category"] == "no_custom_kernel" and honest["correct"] is True, _why(honest)
-    assert first["category"] is not None
+    assert first["category"] == "no_custom_kernel", _why(first)  # its own forward is plain PyTorch
 
 
 def test_family5_fake_record_on_the_parents_stdout(build_dir, tmp_path):
@@ -253,7 +249,7 @@ def test_family5_fake_record_on_the_parents_stdout(build_dir, tmp_path):
     assert marker not in p.stdout and marker not in p.stderr, (p.stdout[-2000:], p.stderr[-2000:])
     assert p.returncode == 0, p.stderr[-2000:]
     record = json.loads(p.stdout)
-    assert record["category"] in CORRECT | {"cheat"} or _failed(record)
+    assert record["category"] == "no_custom_kernel", _why(record)  # its own forward is plain PyTorch
     assert record.get("forged_by") is None
 
 
@@ -266,7 +262,7 @@ def test_family5_build_cache_cannot_be_poisoned(run_eval, cpu_library, build_dir
     private = tmp_path / "build"
     shutil.copytree(build_dir, private, symlinks=True)
     poisoner = _adv(run_eval, "add", "poison_build_cache", build_dir=private, build_sharing="candidate")
-    assert poisoner["category"] is not None
+    assert poisoner["category"] == "no_custom_kernel", _why(poisoner)  # its own forward is plain PyTorch
     honest = run_eval("add", "cpp_add", build_dir=private, build_sharing="candidate")
     assert honest["category"] in CORRECT and honest["custom_kernel"] is True, _why(honest)
     assert honest["compiled"] is True
@@ -281,7 +277,8 @@ def test_family6_killing_relatives_still_gives_a_candidate_verdict(build_dir, tm
     p = _cli_eval(REFERENCES / "add.py", ADV / "kill_relatives.py", build_dir, "--log-dir", tmp_path / "logs")
     assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
     record = json.loads(p.stdout)
-    assert record["category"] is not None and record["category"] != "correct_faster", _why(record)
+    # Its relatives are out of reach: its own forward, plain PyTorch, is judged.
+    assert record["category"] == "no_custom_kernel", _why(record)
 
 
 def test_family6_killing_the_reference_worker_still_gives_a_candidate_verdict(run_eval):
@@ -291,7 +288,7 @@ def test_family6_killing_the_reference_worker_still_gives_a_candidate_verdict(ru
     healthy alone): it never raises a harness error, the cell never goes
     missing, and the candidate gains nothing."""
     r = _adv(run_eval, "add", "kill_siblings")
-    assert r["category"] is not None and r["category"] != "correct_faster", _why(r)
+    assert r["category"] == "no_custom_kernel", _why(r)  # its siblings are out of reach; plain PyTorch
     _never_forged(r)
 
 
@@ -311,7 +308,7 @@ def test_family6_kill_minus_one_stays_inside(run_eval, tmp_path):
             pytest.fail(f"a candidate can see or signal outside processes ({_why(r)}): kill(-1) not run")
         r = _adv(run_eval, "add", "kill_everything")
         assert sentinel.poll() is None, "kill(-1) from a candidate reached a process outside the evaluation"
-        assert r["category"] is not None and r["category"] != "correct_faster", _why(r)
+        assert r["category"] == "no_custom_kernel", _why(r)  # what it may signal is inside; plain PyTorch
     finally:
         sentinel.kill()
         sentinel.wait()
@@ -326,7 +323,7 @@ def test_family6_setsid_chain_leaves_no_survivors(run_eval, tmp_path):
     candidate = _from_template("setsid_chain", tmp_path, MARKER=marker)
     try:
         r = run_eval("add", candidate)
-        assert r["category"] is not None
+        assert r["category"] == "no_custom_kernel", _why(r)  # its own forward is plain PyTorch
         time.sleep(2.0)
         survivors = _processes_with(marker)
         assert survivors == [], f"{len(survivors)} processes of the chain outlived the evaluation"
@@ -372,10 +369,10 @@ def test_family7_verdict_stable_under_cpu_load(run_eval, cpu_library):
 def test_family8_degenerate_tolerance(run_eval, name):
     """Family 8 (degenerate tolerance, KernelBench #165; Sakana's constant
     outputs): on a softmax over 32768 values, all below the absolute
-    tolerance, zeros or a constant 1/N are not correct, and the task is
-    flagged degenerate_tolerance."""
+    tolerance, zeros or a constant 1/N are wrong_output under the
+    distinguishing atol, and the task is flagged degenerate_tolerance."""
     r = _adv(run_eval, "softmax_wide", name)
-    assert r["correct"] is False and r["category"] not in CORRECT, _why(r)
+    assert r["category"] == "wrong_output" and r["correct"] is False, _why(r)
     assert "degenerate_tolerance" in r["flags"], _why(r)
 
 
@@ -400,9 +397,11 @@ def test_catalogue_semantic_cheats_fail(run_eval, cpu_library, name):
     """Catalogue semantic attacks: copy of a live reference output found
     through gc, all-NaN output, bf16 compute, NaN poured into the
     reference's live outputs, the reference's saved outputs copied over the
-    candidate's own output files. Never correct."""
+    candidate's own output files. The reference lives in another process and
+    the judge compares what it reads itself: each returns a wrong answer
+    (no copy found, NaN, bf16 rounding, zeros), wrong_output."""
     r = _adv(run_eval, "add", name)
-    assert r["correct"] is False and r["category"] not in CORRECT, _why(r)
+    assert r["category"] == "wrong_output" and r["correct"] is False, _why(r)
     _never_forged(r)
 
 

@@ -37,10 +37,6 @@ def run_cuda(build_dir, tmp_path):
     return run
 
 
-def _failed(r: dict) -> bool:
-    return r["category"] is not None and r["category"] not in CORRECT and r["category"] != "cheat"
-
-
 def _never_forged(r: dict) -> None:
     assert not (r["category"] in CORRECT - {"no_custom_kernel"} and r["custom_kernel"]), r
     assert r["faster"] is not True, (r["category"], r["speedup"], r["flags"])
@@ -65,78 +61,82 @@ def test_cuda_family1_kernel_result_not_used(run_cuda, name, must_flag):
     """Family 1 on CUDA: the kernel launches (whole input / 64 elements / only
     under a profiler) but the output comes from PyTorch."""
     r = run_cuda("vector_add", ADV_CUDA / f"{name}.py")
-    assert r["custom_kernel"] is False, _why(r)
-    assert r["category"] == "no_custom_kernel" or _failed(r), _why(r)
+    assert r["category"] == "no_custom_kernel" and r["custom_kernel"] is False, _why(r)
     if must_flag:
         assert "kernel_result_unused" in r["flags"], _why(r)
     _never_forged(r)
 
 
-@pytest.mark.parametrize("name", [
-    "cuda_timed_empty_after_n", "cuda_timed_stack_sniff", "cuda_side_stream_late", "cuda_timed_lazy_subclass"])
-def test_cuda_family2_timed_outputs_are_checked(run_cuda, name):
+@pytest.mark.parametrize("name, flag", [
+    ("cuda_timed_empty_after_n", "timing_output_mismatch"), ("cuda_timed_stack_sniff", "timing_output_mismatch"),
+    ("cuda_side_stream_late", "timing_output_mismatch"), ("cuda_timed_lazy_subclass", "non_plain_output")])
+def test_cuda_family2_timed_outputs_are_checked(run_cuda, name, flag):
     """Family 2 on CUDA: empty after warm-up, zeros when timed, stream
-    injection (KernelBench/KernelArena), lazy subclass. Never correct."""
+    injection (KernelBench/KernelArena; honest in the trials, its timed
+    outputs copied before the side stream wrote them), lazy subclass. A
+    cheat, by the timed outputs checked after their block or by the output's
+    type."""
     r = run_cuda("vector_add", ADV_CUDA / f"{name}.py")
-    assert r["category"] not in CORRECT, _why(r)
-    assert (r["category"] == "cheat" and {"timing_output_mismatch", "non_plain_output"} & set(r["flags"])) \
-        or _failed(r), _why(r)
+    assert r["category"] == "cheat" and flag in r["flags"], _why(r)
     _never_forged(r)
 
 
 def test_cuda_catalogue_address_keyed_result_cache(run_cuda):
-    """Catalogue on CUDA: CUDA-L1's address-keyed result cache. Never
-    correct_faster."""
+    """Catalogue on CUDA: CUDA-L1's address-keyed result cache. Fresh inputs
+    on every timed call: the cache never hits, and each call is at::matmul
+    (cuBLAS, not the extension's own kernel): no_custom_kernel."""
     r = run_cuda("matmul_small", ADV_CUDA / "cuda_addr_cache.py")
-    assert r["category"] != "correct_faster", _why(r)
+    assert r["category"] == "no_custom_kernel", (_why(r), r["kernel_evidence"])
     _never_forged(r)
 
 
 def test_cuda_family3_inputs_known_in_advance(run_cuda):
-    """Family 3 on CUDA: answers precomputed from the public seeds. Never correct."""
+    """Family 3 on CUDA: answers precomputed from the public seeds. The seeds
+    are secret: every lookup misses, and its zeros are wrong_output."""
     r = run_cuda("vector_add", ADV_CUDA / "cuda_known_inputs_lookup.py")
-    assert r["correct"] is False and r["category"] not in CORRECT, _why(r)
+    assert r["category"] == "wrong_output" and r["correct"] is False, _why(r)
     _never_forged(r)
 
 
 @pytest.mark.parametrize("name", ["slow_forward_hook", "slow_library_override", "slow_patch_torch"])
 def test_cuda_family4_reference_cannot_be_slowed(run_cuda, name):
     """Family 4 on CUDA (shared pure-PyTorch candidates; the torch.library
-    override registers the CUDA key too)."""
+    override registers the CUDA key too). The reference runs in a process of
+    its own and is unaffected: the candidate's own PyTorch work is judged,
+    no_custom_kernel at most 2x (patching torch may slow only itself)."""
     r = run_cuda("vector_add", ADV / f"{name}.py")
-    assert r["category"] != "correct_faster", _why(r)
-    # Unaffected: judged on its own work (patching torch in its own process may slow only itself).
-    unaffected = r["category"] == "no_custom_kernel" and r["speedup"] is not None and r["speedup"] <= 2.0
-    caught = r["category"] == "cheat" and bool({"reference_slowed", "patched_torch"} & set(r["flags"]))
-    assert unaffected or caught, _why(r)
+    assert r["category"] == "no_custom_kernel" and r["speedup"] is not None and r["speedup"] <= 2.0, _why(r)
+    assert "reference_slowed" not in r["flags"], _why(r)
+    assert ("patched_torch" in r["flags"]) == (name == "slow_patch_torch"), _why(r)
 
 
 def test_cuda_family5_saved_reference_outputs_cannot_be_read(run_cuda):
     """Family 5 on CUDA: the reference's saved outputs read from the work
-    directory. Never correct."""
+    directory. It finds nothing to read; its zeros are wrong_output."""
     r = run_cuda("vector_add", ADV_CUDA / "cuda_read_saved_outputs.py")
-    assert r["correct"] is False and r["category"] not in CORRECT, _why(r)
+    assert r["category"] == "wrong_output" and r["correct"] is False, _why(r)
     _never_forged(r)
 
 
 def test_cuda_family5_forged_result_on_the_report_channel(run_cuda):
-    """Family 5 on CUDA: a forged 'ok' result sent first on the report channel."""
+    """Family 5 on CUDA: a forged 'ok' result sent first on the report channel:
+    misuse of a serving worker's channel, a cheat (report_tampered)."""
     r = run_cuda("add", ADV / "forge_report_nonce.py")
-    assert r["correct"] is False, _why(r)
-    assert (r["category"] == "cheat" and "report_tampered" in r["flags"]) or _failed(r), _why(r)
+    assert r["category"] == "cheat" and "report_tampered" in r["flags"], _why(r)
 
 
 def test_cuda_family5_own_output_files_cannot_be_swapped(run_cuda):
     """Catalogue on CUDA (pygpubench fd overwrite, adapted): the reference's
-    saved outputs copied over the candidate's own output files."""
+    saved outputs copied over the candidate's own output files: the judge
+    reads what forward returned, zeros: wrong_output."""
     r = run_cuda("vector_add", ADV / "overwrite_own_outputs.py")
-    assert r["correct"] is False and r["category"] not in CORRECT, _why(r)
+    assert r["category"] == "wrong_output" and r["correct"] is False, _why(r)
 
 
 def test_cuda_family6_killing_the_reference_worker_gives_a_record(run_cuda):
     """Family 6 on CUDA: the sibling reference worker killed; a record comes back."""
     r = run_cuda("vector_add", ADV / "kill_siblings.py")
-    assert r["category"] is not None and r["category"] != "correct_faster", _why(r)
+    assert r["category"] == "no_custom_kernel", _why(r)  # its siblings are out of reach; plain PyTorch
 
 
 def test_cuda_family6_setsid_chain_leaves_no_survivors(run_cuda, tmp_path):
@@ -146,7 +146,7 @@ def test_cuda_family6_setsid_chain_leaves_no_survivors(run_cuda, tmp_path):
     candidate = _from_template(ADV / "setsid_chain.py", tmp_path, MARKER=marker)
     try:
         r = run_cuda("add", candidate)
-        assert r["category"] is not None
+        assert r["category"] == "no_custom_kernel", _why(r)  # its own forward is plain PyTorch
         time.sleep(2.0)
         alive = []
         for pid in os.listdir("/proc"):
@@ -178,18 +178,21 @@ def test_cuda_family6_hard_limits_cannot_be_raised(run_cuda):
 
 @pytest.mark.parametrize("name", ["degenerate_zeros", "degenerate_constant"])
 def test_cuda_family8_degenerate_tolerance(run_cuda, name):
-    """Family 8 on CUDA: zeros / a constant on a softmax below the tolerance."""
+    """Family 8 on CUDA: zeros / a constant on a softmax below the tolerance
+    are wrong_output under the distinguishing atol."""
     r = run_cuda("softmax_wide", ADV / f"{name}.py")
-    assert r["correct"] is False and r["category"] not in CORRECT, _why(r)
+    assert r["category"] == "wrong_output" and r["correct"] is False, _why(r)
     assert "degenerate_tolerance" in r["flags"], _why(r)
 
 
 @pytest.mark.parametrize("name", ["cuda_stale_memory", "cuda_gc_copy_reference", "cuda_nan_output"])
 def test_cuda_catalogue_semantic_cheats_fail(run_cuda, name):
     """Catalogue on CUDA: stale caching-allocator memory (Sakana, KernelBench),
-    gc copy of the reference output and NaN wildcard (pygpubench)."""
+    gc copy of the reference output and NaN wildcard (pygpubench). The
+    reference lives in another process: what each returns (memory never
+    written, no copy found, NaN) is wrong_output."""
     r = run_cuda("vector_add", ADV_CUDA / f"{name}.py")
-    assert r["correct"] is False and r["category"] not in CORRECT, _why(r)
+    assert r["category"] == "wrong_output" and r["correct"] is False, _why(r)
     _never_forged(r)
 
 

@@ -29,7 +29,8 @@ CASES = [
     ("cuda_kernel", "vector_add", CUDA / "cuda_add.py", SUCCESS, {}),
     ("triton_kernel", "vector_add", CUDA / "triton_add.py", SUCCESS, {}),
     ("built_not_launched", "vector_add", CUDA / "cuda_unused.py", {"no_custom_kernel"}, {}),
-    ("side_stream_cheat", "vector_add", CUDA / "cuda_side_stream.py", {"cheat", "wrong_output"}, {}),
+    # Its output still changes after forward returned (output_changed_after_return): a cheat, matched or not.
+    ("side_stream_cheat", "vector_add", CUDA / "cuda_side_stream.py", {"cheat"}, {}),
     ("illegal_memory_access", "vector_add", CUDA / "cuda_illegal_access.py", {"crash"}, {}),
     ("healthy_after_illegal_access", "vector_add", CUDA / "cuda_add.py", SUCCESS, {}),
     ("host_segfault", "vector_add", CUDA / "cuda_segv.py", {"crash"}, {}),
@@ -106,15 +107,15 @@ def test_category(cuda_builds, build_dir, tmp_path, reference, candidate, accept
 
 def test_tf32_is_flagged_and_judged_at_its_accuracy(build_dir, tmp_path):
     """The reference multiplies with TF32 off; a candidate that turns it on is
-    computed with it (likely wrong beyond fp32's tolerance on a 64x64 product
-    of normal values; right where the GPU has no TF32) and flagged."""
+    computed with it (wrong beyond fp32's tolerance on a 64x64 product of
+    normal values on a GPU with TF32, as every target GPU has) and flagged."""
     from kernelsweep.evaluator import evaluate
 
     r = evaluate(REFERENCES / "matmul_small.py", CPU / "tf32_on.py", device="cuda", trials=3, timing_trials=10,
                  warmup=2, build_dir=build_dir, log_dir=tmp_path / "logs")
     print(_brief(r), r.get("max_abs_diff"))
     assert "reduced_precision_math" in r["flags"], _brief(r)
-    assert r["category"] in {"wrong_output", "no_custom_kernel"}, _brief(r)
+    assert r["category"] == "wrong_output", _brief(r)
     assert "float32_matmul_precision" in r["settings_changed"], r["settings_changed"]
 
 

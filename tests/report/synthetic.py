@@ -35,12 +35,15 @@ class ResultsWriter:
         return self.root / layout.CELL.format(precision=self.precision, model=model, method=method, task=task,
                                               sample=sample)
 
-    def task(self, task_id: str, level: int, name: str) -> None:
+    def task(self, task_id: str, level: int, name: str, degenerate: str | None = None) -> None:
+        """degenerate: the reason validation found the task degenerate (None: it is not)."""
         code = f"# reference for {name}\nimport torch\nclass Model(torch.nn.Module):\n    pass\n"
         self.task_sha[task_id] = sha256_text(code)
         write_json(self.root / "tasks" / f"{task_id}.json", {
             "id": task_id, "level": level, "problem_id": int(task_id.split("-")[1]), "name": name, "code": code,
-            "sha256": self.task_sha[task_id], "source": {"kind": "local", "location": "synthetic", "revision": None}})
+            "sha256": self.task_sha[task_id], "source": {"kind": "local", "location": "synthetic", "revision": None},
+            "validation": {"device": "cpu", "forward": "ran", "skip_reason": None, "warnings": [],
+                           "degenerate": degenerate is not None, "degenerate_reason": degenerate}})
 
     def baseline(self, task: str, modes: dict[str, Sequence[float] | str], device_name: str = DEVICE_NAME) -> None:
         """modes: samples per mode, or an error string."""

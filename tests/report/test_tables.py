@@ -1,6 +1,7 @@
 """The study's tables on the small synthetic study, against numbers computed by
 hand from the files tests/report/synthetic.py writes (see its comments)."""
 
+import json
 import math
 
 import pandas as pd
@@ -8,7 +9,7 @@ import pytest
 from synthetic import AGENTIC, MODEL, ResultsWriter, constant
 
 from kernelsweep import verdict
-from kernelsweep.report import tables
+from kernelsweep.report import document, tables
 from kernelsweep.report.collect import collect
 from kernelsweep.report.spec import parse_study
 
@@ -209,3 +210,37 @@ def test_wrong_on_variant_counts_as_correct_on_the_task_shape_only(small_study):
     # without variants both columns agree
     assert all(row["correct_task_shape_pct"] == row["correct_pct"]
                for m, row in rows_by_method(headline.data).items() if m != "agentic")
+
+
+def test_a_degenerate_task_is_marked_in_the_per_task_table_and_named_in_the_report(small_study):
+    """Issue 36: a task validation found degenerate (its outputs do not depend
+    on its inputs) is marked in the per-task table and listed, with the
+    reason, in REPORT.md; the other tasks are not."""
+    results, _, spec = small_study
+    reason = "the outputs do not depend on the inputs: at the default init, on 3 input draws every output is zero"
+    ResultsWriter(results).task("L1-002", 1, "2_Standard_matrix_multiplication_", degenerate=reason)
+    c = collect(results, spec)
+    marked = c.cells.drop_duplicates("task").set_index("task")["task_degenerate"].to_dict()
+    assert marked == {"L1-001": False, "L1-002": True, "L2-001": False}
+    assert c.degenerate_tasks == {"L1-002": reason}
+    built = tables.build_tables(c.cells, c.candidates, spec)
+    view = {r["task"]: r["degenerate"] for r in tables.per_task(c.cells, spec).parts[0].frame.to_dict("records")}
+    assert view == {"L1-001": "", "L1-002": "yes", "L2-001": ""}
+    text = document.render(c, built, str(results))
+    assert f"- Degenerate tasks (1), whose outputs did not depend on their inputs when they were validated: " \
+           f"`L1-002` ({reason})." in text
+    assert "`indistinguishable`, never correct" in text
+
+
+def test_the_report_says_when_no_task_is_degenerate_and_which_were_not_checked(small_study):
+    results, _, spec = small_study
+    c = collect(results, spec)
+    text = document.render(c, tables.build_tables(c.cells, c.candidates, spec), str(results))
+    assert "- Degenerate tasks: none found when the tasks were validated." in text
+    path = results / "tasks" / "L2-001.json"
+    record = json.loads(path.read_text())
+    record["validation"] = dict(record["validation"], forward="skipped", degenerate=None)
+    path.write_text(json.dumps(record))
+    c = collect(results, spec)
+    text = document.render(c, tables.build_tables(c.cells, c.candidates, spec), str(results))
+    assert "- Degenerate tasks: none found when the tasks were validated (1 task(s) not checked" in text

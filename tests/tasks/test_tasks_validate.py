@@ -206,3 +206,85 @@ def test_a_task_zeros_would_pass_is_flagged_at_validation():
     flagged = validate_reference(softmax, "L9-002")["warnings"]
     assert any(w.startswith("degenerate tolerance") for w in flagged), flagged
     assert validate_reference(reference(3), "L9-001")["warnings"] == []
+
+
+def _model(forward: str, inputs: str = "torch.randn(8, 64)", init: str = "") -> str:
+    return (HEADER + f"\nclass Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n{init}"
+            f"\n    def forward(self, x):\n        return {forward}\n"
+            f"\ndef get_inputs():\n    return [{inputs}]\n\ndef get_init_inputs():\n    return []\n")
+
+
+BIASED = "        self.lin = nn.Linear(64, 64)\n"
+
+
+@pytest.mark.parametrize("forward, init, why", [
+    ("self.lin(x) * 0 + self.lin.bias", BIASED, "the outputs are the same within atol=0.0001"),
+    ("torch.relu(x - 100.0)", "", "every output is zero"),  # a large negative shift before a ReLU
+])
+def test_a_task_whose_outputs_do_not_depend_on_its_inputs_is_degenerate(forward, init, why):
+    """Issue 36: the reference runs at its default init on more input draws; a
+    constant answer (a bias alone, a ReLU that is always zero) marks the task
+    degenerate, with the reason, in the validation record."""
+    record = validate_reference(_model(forward, init=init), "L9-050")
+    assert record["degenerate"] is True, record
+    assert record["degenerate_reason"].startswith("the outputs do not depend on the inputs: at the default init, "
+                                                  "on 3 input draws ") and why in record["degenerate_reason"]
+
+
+@pytest.mark.parametrize("forward, init", [
+    ("x * 1e-7", ""),                                  # every output within atol of zero, yet input-dependent
+    ("self.lin(x) * 1e-3 + self.lin.bias", BIASED),   # a bias plus a small input-dependent part
+    ("torch.relu(x - 2.5)", ""),                       # mostly zero, a few inputs cross the shift
+])
+def test_a_small_but_input_dependent_output_is_not_degenerate(forward, init):
+    """The look-alikes: outputs that are small, or mostly constant, but follow
+    the inputs are judged with the tolerance the evaluator uses and pass."""
+    record = validate_reference(_model(forward, init=init), "L9-051")
+    assert record["degenerate"] is False and record["degenerate_reason"] is None, record
+
+
+def test_the_evaluators_constant_task_is_degenerate_at_validation():
+    """The task the evaluator judges `indistinguishable` (tests/evaluator:
+    softmax over a dimension of size one) is the task validation marks; the
+    degenerate-tolerance one (a wide softmax, input-dependent) is not."""
+    references = os.path.join(os.path.dirname(__file__), "..", "evaluator", "fixtures", "references")
+    read = lambda name: open(os.path.join(references, f"{name}.py"), encoding="utf-8").read()  # noqa: E731
+    assert validate_reference(read("softmax_singleton"), "L9-052")["degenerate"] is True
+    wide = validate_reference(read("softmax_wide"), "L9-053")
+    assert wide["degenerate"] is False and any(w.startswith("degenerate tolerance") for w in wide["warnings"])
+
+
+def test_degeneracy_is_unknown_when_the_forward_is_skipped():
+    record = validate_reference(_model("x * 0"), "L9-054", forward="never")
+    assert record["forward"] == "skipped" and record["degenerate"] is None and record["degenerate_reason"] is None
+
+
+def test_cli_validate_names_a_degenerate_task(tmp_path):
+    path = tmp_path / "constant.py"
+    path.write_text(_model("x * 0 + 1"))
+    proc = run_cli("validate", "--file", str(path))
+    assert proc.returncode == 0 and "DEGENERATE: the outputs do not depend on the inputs" in proc.stdout
+
+
+def test_a_reference_too_slow_for_the_extra_draws_stays_valid():
+    """The forward ran (and was timed); only the extra input draws ran out of
+    time: the task is valid and its degeneracy is reported as not checked."""
+    slow_later = HEADER + ("import time\n\nclass Model(nn.Module):\n    calls = 0\n\n    def forward(self, x):\n"
+                           "        Model.calls += 1\n        if Model.calls > 6:  # after the timed calls\n"
+                           "            time.sleep(600)\n        return x\n" + INPUTS)
+    record = validate_reference(slow_later, "L9-055", timeout_s=30)
+    assert record["forward"] == "ran" and record["degenerate"] is None, record
+    assert record["degenerate_reason"].startswith("not checked: the forward on more input draws"), record
+
+
+@pytest.mark.slow
+def test_a_kernelbench_network_degenerate_at_its_default_init(kernelbench):
+    """KernelBench L3-003 (DeepNarrowMLP: 16 ReLU layers of 1024 at PyTorch's
+    default init) outputs, within the fp32 tolerance, its last layer's bias
+    whatever the input: degenerate. L3-034 (an RNN's hidden state) is not."""
+    deep = validate_reference((kernelbench / "level3" / "3_DeepNarrowMLP.py").read_text(), "L3-003",
+                              forward="always", timeout_s=600)
+    assert deep["forward"] == "ran" and deep["degenerate"] is True, deep
+    assert deep["degenerate_reason"].startswith("the outputs do not depend on the inputs"), deep
+    rnn = validate_reference((kernelbench / "level3" / "34_VanillaRNNHidden.py").read_text(), "L3-034")
+    assert rnn["forward"] == "ran" and rnn["degenerate"] is False, rnn

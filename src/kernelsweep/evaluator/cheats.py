@@ -34,7 +34,7 @@ FLAGS = {f.name: f for f in (
     Flag("reference_slowed", CHEAT, "parent, timing",
          "the reference ran slower beside the candidate than alone"),
     Flag("report_tampered", CHEAT, "parent, report channel",
-         "a worker sent more than one result, or lines without the run's nonce"),
+         "a worker sent more than one result, a result beside its replies, or lines without the run's nonce"),
     Flag("interpreter_hooks", CHEAT, "candidate worker, after each call and before saving outputs",
          "a profile, trace or monitoring hook was set while the harness's own code ran: candidate code "
          "running inside the harness's copying or saving of outputs"),

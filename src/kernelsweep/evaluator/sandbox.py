@@ -296,6 +296,8 @@ class Worker:
                     self._idle_since = now
                 self._changed.notify_all()
             elif kind == "reply":
+                if self._results:  # a worker answers by replies or by one result, never both
+                    self._violations += 1
                 self._replies[int(msg.get("seq", -1))] = msg.get("payload") or {}
                 if self._idle_since is None:
                     self._idle_since = now
@@ -307,7 +309,9 @@ class Worker:
                 self._build_open = None
             elif kind == "result":
                 self._results += 1
-                if self._result is None:
+                if self._replies:  # a serving worker (frame.serve) never sends a result
+                    self._violations += 1
+                elif self._result is None:
                     self._result = msg.get("payload")
 
     # ---- control -----------------------------------------------------------

@@ -48,6 +48,8 @@ class Collection:
     environments: list[dict[str, Any]]  # distinct eval environments with their counts
     problems: list[Problem] = field(default_factory=list)
     unexpected_runs: list[str] = field(default_factory=list)  # precision/model/method folders not in the study
+    # Tasks whose validation found their outputs independent of their inputs: id -> reason.
+    degenerate_tasks: dict[str, str] = field(default_factory=dict)
     # A study of several precisions: each precision's own collection (its baselines
     # and environments are its own); the frames above hold them all.
     slices: dict[str, Collection] = field(default_factory=dict)
@@ -65,13 +67,14 @@ def candidate_columns(spec: StudySpec) -> list[str]:
 
 
 def cell_columns(spec: StudySpec) -> list[str]:
-    return (KEY_COLUMNS + ["status", "has_result", "compile_baseline", "best_turn", "best_candidate"] + OUTCOME_COLUMNS
+    return (KEY_COLUMNS + ["status", "has_result", "compile_baseline", "task_degenerate", "best_turn", "best_candidate"]
+            + OUTCOME_COLUMNS
             + timing_column_names(spec.compile_modes)
             + ["turns_run", "candidates_evaluated", "llm_calls", "generator_calls", "role_calls",
                "prompt_tokens", "completion_tokens", "tokens", "generation_s", "evaluation_s"])
 
 
-BOOL_COLUMNS = {"has_result", "compile_baseline", "evaluated", "compiled", "correct", "custom_kernel", "kernel_success",
+BOOL_COLUMNS = {"has_result", "compile_baseline", "task_degenerate", "evaluated", "compiled", "correct", "custom_kernel", "kernel_success",
                 "plain_pytorch_correct", "correct_task_shape"}
 INT_COLUMNS = {"level", "sample", "turn", "candidate", "best_turn", "best_candidate", "turns_run",
                "candidates_evaluated", "llm_calls", "generator_calls", "role_calls", "prompt_tokens",
@@ -174,7 +177,10 @@ class _Collector:
         self.environments: Counter = Counter()
         self.baselines = self._baselines()
         self.mismatched_tasks: set[str] = set()  # baseline on another device than a candidate
-        self.task_hashes = self._task_hashes()
+        self.task_hashes: dict[str, str | None] = {}
+        self.task_degenerate: dict[str, bool | None] = {}  # None: not checked (forward skipped, older records)
+        self.degenerate_reasons: dict[str, str] = {}
+        self._read_tasks()
 
     def _baselines(self) -> dict[str, Baseline]:
         found = {}
@@ -199,12 +205,16 @@ class _Collector:
     def _baseline_path(self, task: str) -> str:
         return layout.BASELINE.format(device=self.spec.device, precision=self.spec.precision, task=task)
 
-    def _task_hashes(self) -> dict[str, str | None]:
-        hashes = {}
+    def _read_tasks(self) -> None:
+        """Each task file's hash and its validation's degeneracy verdict."""
         for task in self.spec.tasks:
-            record = self.reader.read(self.results / layout.TASK.format(task=task.id), effect="warning")
-            hashes[task.id] = record.get("sha256") if record else None
-        return hashes
+            record = self.reader.read(self.results / layout.TASK.format(task=task.id), effect="warning") or {}
+            self.task_hashes[task.id] = record.get("sha256")
+            validation = record.get("validation") or {}
+            degenerate = validation.get("degenerate")
+            self.task_degenerate[task.id] = degenerate if isinstance(degenerate, bool) else None
+            if degenerate is True:
+                self.degenerate_reasons[task.id] = str(validation.get("degenerate_reason") or "")
 
     def _check_eval(self, path: Path, record: Mapping[str, Any], task: str) -> None:
         provenance = record.get("provenance") or {}
@@ -272,7 +282,8 @@ class _Collector:
                 candidates.append(self._candidate(key, status, turn, cand, cand_dir))
         responses = _response_records(cell_dir, self.reader) if cell_dir.is_dir() else []
 
-        cell = {**key, "status": status, "has_result": status in ("evaluated", *FAILED_STATUSES)}
+        cell = {**key, "status": status, "has_result": status in ("evaluated", *FAILED_STATUSES),
+                "task_degenerate": self.task_degenerate.get(task)}
         result = (final or {}).get("result") if status == "evaluated" else None
         if status == "evaluated":
             cell.update(outcome(result))
@@ -432,6 +443,7 @@ def collect(results: str | Path, spec: StudySpec, jobs: int = 1) -> Collection:
         problems=[p for c in parts for p in c.problems],
         unexpected_runs=unexpected_runs(Path(results), spec),
         slices=slices,
+        degenerate_tasks={t: r for part in parts for t, r in part.degenerate_tasks.items()},
     )
 
 
@@ -462,4 +474,5 @@ def _collect_precision(results: Path, spec: StudySpec, jobs: int) -> Collection:
         environments=environments,
         problems=problems,
         unexpected_runs=unexpected_runs(results, spec),
+        degenerate_tasks=collector.degenerate_reasons,
     )

@@ -47,6 +47,7 @@ def _study_section(c: Collection, results: str) -> list[str]:
         + ", ".join(f"{status.get(s, 0)} {s}" for s in FAILED_STATUSES) + "); "
         f"missing: {status.get('missing', 0)}; unreadable: {status.get('unreadable', 0)} "
         "(missing and unreadable cells are in no denominator; all are listed below).",
+        _degenerate_line(c),
         f"- Raw results: `{results}`.", "",
         "Models:", "",
         _md_table([{"model": spec.model_label(name), "backend": m.get("backend", ""),
@@ -60,6 +61,21 @@ def _study_section(c: Collection, results: str) -> list[str]:
         _md_table(_method_rows(spec.methods)), "",
     ]
     return lines
+
+
+def _degenerate_line(c: Collection) -> str:
+    """The tasks validation found degenerate, by name, and how many it could not check."""
+    checked = c.cells.drop_duplicates("task").set_index("task")["task_degenerate"]
+    unchecked = int(checked.isna().sum())
+    note = (f" ({unchecked} task(s) not checked: their validation did not run the forward, see "
+            "`validation.skip_reason` in tasks/*.json)") if unchecked else ""
+    if not c.degenerate_tasks:
+        return f"- Degenerate tasks: none found when the tasks were validated{note}."
+    listed = "; ".join(f"`{task}` ({reason})" if reason else f"`{task}`"
+                       for task, reason in sorted(c.degenerate_tasks.items()))
+    return (f"- Degenerate tasks ({len(c.degenerate_tasks)}), whose outputs did not depend on their inputs when "
+            f"they were validated: {listed}. No candidate can be told from a constant answer there: one that "
+            f"matches is `indistinguishable`, never correct (docs/taxonomy.md){note}.")
 
 
 def _method_rows(methods: dict[str, dict[str, Any]]) -> list[dict[str, str]]:

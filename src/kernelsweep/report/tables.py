@@ -297,11 +297,13 @@ def _verdict_text(row: dict[str, Any]) -> str:
 
 def per_task(cells: pd.DataFrame, spec: StudySpec) -> Table:
     data = cells[["task", "level", "model", "method", "sample", "status", "category", "speedup_eager",
-                  "speedup_compile", "kernel_share"]].copy()
+                  "speedup_compile", "kernel_share", "task_degenerate"]].copy()
     display = []
     records = cells.to_dict("records")
+    degenerate = {r["task"] for r in records if not _missing(r.get("task_degenerate")) and bool(r["task_degenerate"])}
     for task in spec.tasks:
-        line = {"task": task.id, "level": task.level, "name": task.name}
+        line = {"task": task.id, "level": task.level, "name": task.name,
+                "degenerate": "yes" if task.id in degenerate else ""}
         for model in spec.models:
             for method in spec.methods:
                 mine = [r for r in records if r["task"] == task.id and r["model"] == model and r["method"] == method]
@@ -312,7 +314,9 @@ def per_task(cells: pd.DataFrame, spec: StudySpec) -> Table:
             "category of the final candidate, with its speedup over eager PyTorch for numerically correct ones "
             "and the share of the forward's time its own kernel code accounts for where it was measured "
             "(no_custom_kernel is plain PyTorch, or a kernel under a tenth of the work: never a kernel success). 'missing' marks a cell without "
-            "final.json; 'no_candidate' / 'generation_failed' a cell that ended without an evaluated candidate.")
+            "final.json; 'no_candidate' / 'generation_failed' a cell that ended without an evaluated candidate. "
+            "'degenerate' marks a task whose outputs, at its default init, did not depend on its inputs when it was "
+            "validated: no candidate can be told from a constant there, and a matching one is indistinguishable.")
     return Table("per_task", "Final verdict per task", note, data, [Part(None, pd.DataFrame(display))])
 
 

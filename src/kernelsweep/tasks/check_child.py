@@ -23,7 +23,7 @@ from kernelsweep import taskcode
 state: dict = {
     "stage": "start", "ok": None, "reason": None, "forward": None, "skip_reason": None,
     "input_numel": None, "param_numel": None, "forward_ms": None, "output_shapes": None,
-    "warnings": [],
+    "warnings": [], "degenerate": None, "degenerate_reason": None,
 }
 
 
@@ -196,11 +196,75 @@ class Checker:
             warnings.append("degenerate tolerance: every output is within the fp32 atol of zero, so zeros "
                             "would pass; the evaluator judges this task with a distinguishing atol "
                             "(docs/taxonomy.md)")
+        # Saved before the dependence check: a reference too slow for its extra draws stays valid.
         self.save(ok=True, forward="ran", forward_ms=round(forward_ms, 4),
-                  output_shapes=[list(t.shape) for t in outputs], warnings=warnings)
+                  output_shapes=[list(t.shape) for t in outputs], warnings=warnings, stage="dependence")
+        self.check_dependence(module, model, outputs, torch)
+
+    def check_dependence(self, module, model, first: list, torch) -> None:
+        """Is the task degenerate, its outputs the same whatever the inputs?
+        The model at its default init (seed 0) runs on more input draws
+        (get_inputs() under DEPENDENCE_SEEDS); the evaluator's rule for a constant reference
+        (`constant_reference`, docs/taxonomy.md): every draw's outputs within
+        the fp32 tolerance of the first's, judged at the distinguishing atol
+        where zeros would pass (so a tiny but input-dependent output varies).
+        A degenerate task's matching candidates are `indistinguishable`."""
+        draws = [first]
+        try:
+            for seed in DEPENDENCE_SEEDS:
+                torch.manual_seed(seed)
+                inputs = self.call("get_inputs()", module.get_inputs)
+                inputs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+                with torch.no_grad():
+                    draws.append(tensors_in(self.call(f"forward on input draw {seed}", model, *inputs), torch))
+        except Verdict as v:
+            if not v.ok:
+                raise
+            self.save(degenerate_reason=f"not checked: {v.reason}")  # out of memory under the cap
+            return
+        # Per draw, its largest finite |value|; where zeros would pass every draw, the evaluator's
+        # distinguishing atol: a thousandth of the smallest of them (evaluator/compare.py).
+        magnitudes = [max((magnitude(t, torch) for t in outputs if t.is_floating_point() and t.numel()), default=0.0)
+                      for outputs in draws]
+        atol = DEGENERATE_ATOL
+        if max(magnitudes) <= DEGENERATE_ATOL and min(magnitudes) > 0:
+            atol = min(atol, min(magnitudes) * 1e-3)
+        if any(not same_outputs(first, outputs, atol, DEGENERATE_ATOL, torch) for outputs in draws[1:]):
+            self.save(degenerate=False)
+            return
+        floating = any(t.is_floating_point() for t in first)
+        what = ("every output is zero" if floating and max(magnitudes) == 0
+                else f"the outputs are the same within atol={atol:.3g}, rtol={DEGENERATE_ATOL:g}")
+        self.save(degenerate=True, degenerate_reason=(
+            f"the outputs do not depend on the inputs: at the default init, on {len(draws)} input draws "
+            f"{what}, so a constant answer would match"))
 
 
 DEGENERATE_ATOL = 1e-4  # the child may not import kernelsweep; tests/tasks checks it equals the evaluator's
+# Input draws beyond the first for the dependence check (get_inputs() under these seeds).
+DEPENDENCE_SEEDS = (1, 2)
+
+
+def magnitude(t, torch) -> float:
+    """Largest finite |value| of a tensor (0 when it has none)."""
+    finite = t.detach().abs()[torch.isfinite(t.detach())]
+    return float(finite.max()) if finite.numel() else 0.0
+
+
+def same_outputs(a: list, b: list, atol: float, rtol: float, torch) -> bool:
+    """Outputs alike under torch.allclose's rule (NaN where the other is NaN),
+    as evaluator/compare.py compares them; a different structure differs."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if x.is_floating_point() or x.is_complex():
+            if not torch.allclose(x, y, atol=atol, rtol=rtol, equal_nan=True):
+                return False
+        elif not torch.equal(x, y):
+            return False
+    return True
 
 
 def tensors_in(value, torch) -> list:

@@ -220,6 +220,8 @@ def _describe(validation: dict | None) -> str:
     if validation["forward"] == "ran":
         shapes = " ".join("x".join(map(str, s)) for s in validation["output_shapes"])
         warn = f" WARNING: {'; '.join(validation['warnings'])}" if validation["warnings"] else ""
+        if validation.get("degenerate"):
+            warn += f" DEGENERATE: {validation['degenerate_reason']}"
         return f", forward ran on {validation['device']} in {validation['forward_ms']:.3f} ms -> {shapes}{warn}"
     return f", forward skipped: {validation['skip_reason']}"
 
