@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from kernelsweep.evaluator import evaluation
-from kernelsweep.evaluator.evaluation import slowdown_is_the_candidates
+from kernelsweep.evaluator.judge import timing as timing_duty
+from kernelsweep.evaluator.judge.timing import slowdown_is_the_candidates
 
 ALONE = [1.0] * 10
 FAST, SLOW = [1.05] * 10, [3.0] * 10
@@ -28,10 +28,10 @@ def test_blame_path_times_the_reference_beside_and_after_the_candidate(run_eval,
     # Every reference counts as slowed (ratio 0), so an honest kernel goes through the
     # blame: the candidate is ended mid-evaluation and the reference timed on both
     # sides of that. Both sides are equally slow by the same measure, so no blame.
-    monkeypatch.setitem(evaluation.SLOWED_RATIO, "cpu", 0.0)
+    monkeypatch.setitem(timing_duty.SLOWED_RATIO, "cpu", 0.0)
     r = run_eval("slow_add", "cpp_add")
     timing = r["timing"]
-    assert timing["block_calls"] == evaluation.BLOCK_CALLS["cpu"]  # small outputs: a full block
+    assert timing["block_calls"] == timing_duty.BLOCK_CALLS["cpu"]  # small outputs: a full block
     assert timing["reference_beside_candidate_ms"] > 0 and timing["reference_after_candidate_ms"] > 0
     assert "reference_slowed" not in r["flags"]
     assert r["correct"] is True and r["custom_kernel"] is True, (r["category"], r["error"], r["flags"])

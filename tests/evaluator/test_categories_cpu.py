@@ -126,8 +126,9 @@ def test_no_room_for_outputs_is_the_harness_not_the_candidate(run_eval, monkeypa
     """A disk without room for the candidate's saved outputs stops the
     evaluation as a harness error naming the disk, instead of failing the
     candidate's worker and blaming the candidate."""
-    from kernelsweep.evaluator import HarnessError, evaluation
+    from kernelsweep.evaluator import HarnessError
+    from kernelsweep.evaluator.judge import correctness
 
-    monkeypatch.setattr(evaluation, "DISK_MARGIN", 1 << 62)
+    monkeypatch.setattr(correctness, "DISK_MARGIN", 1 << 62)
     with pytest.raises(HarnessError, match="no room for the candidate's outputs"):
         run_eval("add", "pytorch_only")

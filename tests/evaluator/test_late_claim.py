@@ -117,9 +117,9 @@ def test_a_worker_account_of_its_seconds_is_taken_only_as_named_bounded_numbers(
     from kernelsweep.evaluator.evaluation import Evaluation
     ev = SimpleNamespace(stage_s={"trials_save": 1.0})
     forged = {"seconds": {"save": 2.5, "calls": -3.0, "device_held": 0.0, "load": float("nan")}}
-    Evaluation._add_seconds(ev, "trials", forged, ("calls", "save", "load"))
-    Evaluation._add_seconds(ev, "trials", {"seconds": ["save", 9]}, ("save",))
-    Evaluation._add_seconds(ev, "trials", {"seconds": {"save": True}}, ("save",))
+    Evaluation.add_seconds(ev, "trials", forged, ("calls", "save", "load"))
+    Evaluation.add_seconds(ev, "trials", {"seconds": ["save", 9]}, ("save",))
+    Evaluation.add_seconds(ev, "trials", {"seconds": {"save": True}}, ("save",))
     assert ev.stage_s == {"trials_save": 3.5}
 
 

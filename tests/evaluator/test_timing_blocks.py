@@ -6,7 +6,7 @@ against the device's timing budget (an honest matmul with 4 GiB outputs and
 from __future__ import annotations
 
 from kernelsweep.evaluator import settings
-from kernelsweep.evaluator.evaluation import BLOCK_CALLS, block_calls
+from kernelsweep.evaluator.judge.timing import BLOCK_CALLS, block_calls
 
 GIB, MIB = 1 << 30, 1 << 20
 

@@ -250,7 +250,7 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
                     probes.append(dict(run_case(probe, trials[0]["seed"], f"probe_{kind}", trial=False),
                                        seed=trials[0]["seed"], inputs=f"probe_{kind}_in.pt"))
     except torch.OutOfMemoryError as exc:
-        # The candidate builds ModelNew meanwhile (evaluation.py): out of memory because its
+        # The candidate builds ModelNew meanwhile (judge/correctness.py): out of memory because its
         # process holds the device is the candidate's failure, not the harness's (as for variants).
         if s.device.type == "cuda":
             s.peak_reserved = torch.cuda.max_memory_reserved(s.device)
