@@ -41,6 +41,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from kernelsweep import gpu_slots  # noqa: E402
 from kernelsweep.evaluator import HarnessError, compile_candidate, evaluate  # noqa: E402
+from kernelsweep.evaluator.settings import EvalSettings  # noqa: E402
 
 FIXTURES = REPO / "tests" / "evaluator" / "fixtures"
 DEFAULTS = {
@@ -203,9 +204,9 @@ def main() -> int:
     parser.add_argument("--candidates", type=Path, nargs="*", default=None)
     parser.add_argument("--workers", type=int, default=4, help="CPU workers of the compile pool")
     parser.add_argument("--modes", default="pool,inline")
-    parser.add_argument("--trials", type=int, default=5)
-    parser.add_argument("--timing-trials", type=int, default=100)
-    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--trials", type=int, default=EvalSettings.trials)  # the evaluation's own defaults
+    parser.add_argument("--timing-trials", type=int, default=EvalSettings.timing_trials)
+    parser.add_argument("--warmup", type=int, default=EvalSettings.warmup)
     parser.add_argument("--pairs-from-replay", default=None, metavar="METHOD",
                         help="candidates: the final responses of this published replay method (zero_shot, ...)")
     parser.add_argument("--limit", type=int, default=9, help="with --pairs-from-replay: how many")

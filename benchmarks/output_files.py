@@ -1,4 +1,4 @@
-"""How fast an output crosses between workers as a file (workers/outputfiles.py),
+"""How fast an output crosses between workers as a file (untrusted/outputfiles.py),
 against a chunked copy through a pinned host buffer, on each given folder.
 
 A task with GiB-sized outputs spends most of its held device time in these
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from kernelsweep.evaluator.workers import outputfiles
+from kernelsweep.evaluator.untrusted import outputfiles
 
 CHUNK = 64 << 20
 

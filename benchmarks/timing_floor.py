@@ -1,4 +1,4 @@
-"""The timing protocol's own floor (workers/clock.py), on the device it runs on:
+"""The timing protocol's own floor (untrusted/clock.py), on the device it runs on:
 - an empty forward (returns a preallocated tensor): what the harness adds to
   every timed call (goal on an H200: <= 5 us);
 - axpy + ReLU over 2^24 floats as one CUDA kernel (192 MB of traffic): its
@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import torch  # noqa: E402
 
-from kernelsweep.evaluator.workers.clock import Clock  # noqa: E402
+from kernelsweep.evaluator.untrusted.clock import Clock  # noqa: E402
 
 AXPY = r"""
 #include <torch/extension.h>

@@ -110,3 +110,27 @@ def test_the_reader_sees_lazy_and_relative_imports(tmp_path):
     source.write_text("def f():\n    from ..agent import cell\n    import kernelsweep.stages.final\n")
     found = imported(source, tmp_path / "kernelsweep")
     assert {"kernelsweep.agent", "kernelsweep.agent.cell", "kernelsweep.stages.final"} <= found
+
+
+# The evaluator's trust boundary (docs/architecture.md, "The trust boundary"): the
+# parent's modules never import the worker side, which imports of the parent's only these.
+UNTRUSTED = "kernelsweep.evaluator.untrusted"
+PURE_FOR_WORKERS = {"kernelsweep.evaluator.settings", "kernelsweep.evaluator.compare",
+                    "kernelsweep.evaluator.diagnostics"}
+
+
+def test_the_trusted_side_never_imports_the_untrusted_side():
+    found = [f"{module_name(path)} -> {name}" for path in sorted((PACKAGE / "evaluator").rglob("*.py"))
+             if not module_name(path).startswith(UNTRUSTED)
+             for name in sorted(imported(path)) if name.startswith(UNTRUSTED)]
+    assert not found, found
+
+
+def test_the_untrusted_side_imports_only_pure_parent_modules():
+    found = []
+    for path in sorted((PACKAGE / "evaluator" / "untrusted").rglob("*.py")):
+        for name in sorted(imported(path)):
+            if name.startswith("kernelsweep.evaluator") and not name.startswith(UNTRUSTED) \
+                    and name not in PURE_FOR_WORKERS | {"kernelsweep.evaluator"}:
+                found.append(f"{module_name(path)} -> {name}")
+    assert not found, found

@@ -95,7 +95,7 @@ def test_category(cuda_builds, build_dir, tmp_path, reference, candidate, accept
     print(_brief(r))  # shown with -rA: the GPU run's record (scripts/gpu_eval_suite.sh)
     assert r["category"] in accepted, _brief(r)
     if r["trials_passed"] or r["category"] in ("wrong_output", "shape_mismatch"):
-        # The trials' outputs crossed in the buffer the reference's worker lent (workers/devicehandoff.py).
+        # The trials' outputs crossed in the buffer the reference's worker lent (untrusted/devicehandoff.py).
         assert r["provenance"]["output_handoff"] == "device", _brief(r)
     if accepted == SUCCESS:
         assert r["custom_kernel"], _brief(r)

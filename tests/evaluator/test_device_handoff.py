@@ -1,5 +1,5 @@
 """The device buffer the reference's worker lends the candidate's
-(workers/devicehandoff.py): its layout and what fits it on any machine; on a
+(untrusted/devicehandoff.py): its layout and what fits it on any machine; on a
 GPU, the buffer itself shared with another process through a socket pair,
 and the reference's reading of a handed output."""
 
@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from kernelsweep.evaluator.workers import devicehandoff, outputfiles, reference
+from kernelsweep.evaluator.untrusted import devicehandoff, outputfiles, reference
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -109,7 +109,7 @@ def test_reference_reads_a_handed_output_from_its_own_layout_only():
 
 _BORROWER = textwrap.dedent("""
     import sys, torch
-    from kernelsweep.evaluator.workers import devicehandoff
+    from kernelsweep.evaluator.untrusted import devicehandoff
     sock_fd, nbytes = int(sys.argv[1]), int(sys.argv[2])
     torch.zeros(1, device="cuda")
     fd = devicehandoff.receive_descriptor(sock_fd)

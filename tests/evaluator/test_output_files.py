@@ -1,4 +1,4 @@
-"""Output files between the workers (workers/outputfiles.py): plain tensors
+"""Output files between the workers (untrusted/outputfiles.py): plain tensors
 go through one raw file, copied straight between the device and the file's
 mapping; anything else through torch.save; what the candidate's process
 wrote is validated before it is read, and never runs code in the reader."""
@@ -12,7 +12,7 @@ import pickle
 import pytest
 import torch
 
-from kernelsweep.evaluator.workers import outputfiles, trees
+from kernelsweep.evaluator.untrusted import outputfiles, trees
 
 
 def roundtrip(tmp_path, out):

@@ -10,7 +10,7 @@ import weakref
 
 import torch
 
-from kernelsweep.evaluator.workers import trees
+from kernelsweep.evaluator.untrusted import trees
 
 
 def test_flattening_an_output_leaves_no_cycle_holding_it():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernelsweep.evaluator.workers import mathmodes
+from kernelsweep.evaluator.untrusted import mathmodes
 
 FAST = dict(trials=2, timing_trials=3, warmup=0, shape_variants=0)
 

@@ -1,4 +1,4 @@
-"""The reference worker's comparison (workers/reference.judge), in process on
+"""The reference worker's comparison (untrusted/reference.judge), in process on
 the CPU: outputs kept in memory or spilled to private files past the budget
 are judged alike, candidate files are read from the candidate's folder only
 and moved out of it once read, and unreadable files are named, not fatal."""
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from kernelsweep.evaluator.workers import reference, trees
+from kernelsweep.evaluator.untrusted import reference, trees
 
 
 def _state(tmp_path: Path, budget: int) -> reference.State:

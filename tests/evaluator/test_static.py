@@ -14,7 +14,7 @@ import torch
 from evaluator_paths import CPU, shared_dir
 
 from kernelsweep.evaluator import classify, compare, diagnostics, source
-from kernelsweep.evaluator.workers import failures
+from kernelsweep.evaluator.untrusted import failures
 
 
 # --------------------------------------------------------------- source ---
@@ -202,7 +202,7 @@ def test_compare_over_several_chunks(monkeypatch):
 def test_sampled_timed_output(monkeypatch):
     """Both workers keep the same secret positions of a big tensor; a wrong
     element is found there, a wrong shape fails whole; small tensors stay whole."""
-    from kernelsweep.evaluator.workers import trees
+    from kernelsweep.evaluator.untrusted import trees
 
     monkeypatch.setattr(trees, "SAMPLED_ELEMENTS", 64)
     ref = torch.randn(32, 32)

@@ -54,7 +54,7 @@ def run_baseline(reference: Path, *, device: str = "cuda", precision: str = "fp3
 
     def start(mode: str) -> _ModeWorker:
         return _ModeWorker(mode, lambda cwd: sandbox.Worker(
-            "kernelsweep.evaluator.workers.baseline", dict(base, mode=mode), log_path=logs / f"baseline-{mode}.log",
+            "kernelsweep.evaluator.untrusted.baseline", dict(base, mode=mode), log_path=logs / f"baseline-{mode}.log",
             cwd=cwd, env=env, run_limit_s=timeout_s, build_limit_s=timeout_s, label=mode))
 
     info: dict[str, Any] = {}

@@ -7,7 +7,7 @@ evaluation uses; problems that are not build failures (an exception while
 importing the candidate) are recorded as `deferred` for the evaluation.
 
 Builds a candidate makes only when it is constructed or called are built ahead
-too, given the task's reference (workers/ahead.py): recorded under `ahead`,
+too, given the task's reference (untrusted/ahead.py): recorded under `ahead`,
 they decide nothing here."""
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def _run_builder(kind: str, config: dict[str, Any], *, candidate: Path, build_ro
         spec = confine.worker_spec(private=Path(tmp), readable=[candidate, *readable], writable=[build_root],
                                    hide=[cache_root, candidate.parent], memory_limit=None) \
             if confine.mechanism() == confine.NAMESPACES else None
-        outcome = sandbox.run_worker(f"kernelsweep.evaluator.workers.{kind}", config, log_path=log_path,
+        outcome = sandbox.run_worker(f"kernelsweep.evaluator.untrusted.{kind}", config, log_path=log_path,
                                      cwd=Path(tmp), run_limit_s=run_limit_s, build_limit_s=build_limit_s, env=env,
                                      label=kind, confinement=spec)
     if outcome.confinement_failed:

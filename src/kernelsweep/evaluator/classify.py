@@ -2,7 +2,7 @@
 
 The signals: a worker's exit status and signal, whether the harness killed it
 at a limit (and in which phase), the exception a worker caught (its type and
-attributes, described in workers/failures.describe_exception), a failed build's
+attributes, described in untrusted/failures.describe_exception), a failed build's
 compiler/linker diagnostics (diagnostics.py) and the worker's own interface
 checks. The compile step and the evaluation classify builds through the same
 function."""

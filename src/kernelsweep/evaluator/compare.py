@@ -1,5 +1,5 @@
 """Output comparison: structure, shape, dtype, non-finite values and the
-per-precision tolerance. Runs in the reference worker (workers/reference.py:
+per-precision tolerance. Runs in the reference worker (untrusted/reference.py:
 `judge`), on the device, on the outputs the reference kept and the files the
 candidate's worker wrote; no candidate code ever runs in that process, so a
 candidate patching torch.allclose in its own process changes nothing here.

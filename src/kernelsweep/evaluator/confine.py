@@ -1,5 +1,5 @@
 """How candidate code is confined (parent side): probe once whether this
-machine lets us build the namespaces of workers/launch.py, and build the
+machine lets us build the namespaces of untrusted/launch.py, and build the
 command line that starts a worker inside them.
 
 Mechanisms, recorded in every eval's provenance:
@@ -23,7 +23,7 @@ from pathlib import Path
 from kernelsweep.evaluator.errors import HarnessError
 from kernelsweep.taskcode import PACKAGE_ROOT
 
-LAUNCHER = str(Path(__file__).resolve().parent / "workers" / "launch.py")
+LAUNCHER = str(Path(__file__).resolve().parent / "untrusted" / "launch.py")
 NAMESPACES, NONE = "namespaces", "none"
 CONFINEMENT_FAILED = 98  # the launcher's exit status when a step inside the namespaces failed
 REFUSED = 97             # ...when the kernel refused the namespaces themselves
@@ -95,7 +95,7 @@ def check_workers(device: str = "cpu", timeout_s: float = 600.0) -> str | None:
         found = mechanism()
     except HarnessError as e:
         return str(e)
-    code = "import torch, kernelsweep.evaluator.workers.frame"
+    code = "import torch, kernelsweep.evaluator.untrusted.frame"
     if device == "cuda":
         code += "; assert torch.cuda.device_count() > 0, 'torch sees no CUDA device inside the confinement'"
     argv = [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {PACKAGE_ROOT!r}); {code}; "

@@ -13,7 +13,7 @@
    a time; one trial, chosen at random, runs with the extension's results
    perturbed. The reference's worker compares the outputs: handed over in a
    device buffer it lent, described when a mismatch needs no values, or
-   saved to files (workers/devicehandoff.py).
+   saved to files (untrusted/devicehandoff.py).
    Correct on the task's shape, it is then run on the shape variants
    (kernelsweep.shapes: the task's size constants rescaled), one call each
    in the same workers; wrong or failing on one is `wrong_on_variant`.
@@ -48,7 +48,7 @@ from kernelsweep.evaluator.errors import HarnessError
 from kernelsweep.evaluator.judge import correctness, draws, evidence, timing, variants, verdict
 from kernelsweep.evaluator.sandbox import Worker, child_env
 
-_WORKERS = "kernelsweep.evaluator.workers."
+_WORKERS = "kernelsweep.evaluator.untrusted."
 
 
 def _read_text(path: Path, what: str) -> tuple[str | None, bytes]:
@@ -259,7 +259,7 @@ class Evaluation:
         common = {"device": cfg.device, "precision": cfg.precision, "reference": str(self.reference),
                   "shared_dir": str(work / "shared"), "init_seed": settings.INIT_SEED,
                   "memory_limit": self.memory_limit, "await_go": late}
-        # A socket pair for the reference's device buffer (workers/devicehandoff.py).
+        # A socket pair for the reference's device buffer (untrusted/devicehandoff.py).
         pair = socket.socketpair() if cfg.device == "cuda" else None
         fds = {"reference": pair[0].fileno(), "candidate": pair[1].fileno()} if pair else {}
         ref = self._worker("reference", dict(common, private_dir=str(work / "reference"),

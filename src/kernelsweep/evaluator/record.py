@@ -45,7 +45,7 @@ def tolerance(cfg: Any = None) -> dict[str, Any]:
 
 
 def weights_kept(reference: dict[str, list], candidate: Any) -> dict[str, int] | None:
-    """Of the reference's weights (workers/trees.weight_digests: shape, dtype,
+    """Of the reference's weights (untrusted/trees.weight_digests: shape, dtype,
     digest by name), how many ModelNew holds identically (`same`: the same
     shape, dtype and bytes, under the same name or another), holds changed
     (`changed`: a tensor of that name, but other values or another shape, e.g.

@@ -1,6 +1,6 @@
 """Run one worker child in isolation and talk to it.
 
-Each worker is a module of kernelsweep.evaluator.workers run in isolated
+Each worker is a module of kernelsweep.evaluator.untrusted run in isolated
 mode, in a fresh process in its own session, confined when the caller asks
 (confine.py: its own namespaces, the worker is PID 1 of its own PID
 namespace, and killing it kills everything it started). Its stdout/stderr

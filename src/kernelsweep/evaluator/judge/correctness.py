@@ -1,7 +1,7 @@
 """Correctness on secret inputs: ModelNew built as the reference built
 Model, then the trials, one call each on a secret seed sent one at a time
 (one trial, drawn at random, with the extension's results perturbed); the
-outputs compared in the reference's worker (workers/reference.judge →
+outputs compared in the reference's worker (untrusted/reference.judge →
 compare.compare_outputs), with file names of the parent's choosing."""
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def check(ev: Evaluation, work: Path, ref: Worker, cand: Worker,
 def compared(ev: Evaluation, ref: Worker, cases: list[dict[str, Any]],
              allowances: list[float] | None | str = "task") -> list[dict[str, Any]]:
     """The candidate's saved outputs compared with the reference's, in the
-    reference's worker on its device (workers/reference.judge): one result
+    reference's worker on its device (untrusted/reference.judge): one result
     per case, compare.compare_outputs's or {ok: False, unreadable: why}.
     File names are the parent's, never taken from a candidate's reply.
     allowances: the rounding allowance per output leaf ("task": the task shape's)."""

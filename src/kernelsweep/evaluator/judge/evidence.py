@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def work_share(trials: list[dict[str, Any]]) -> float | None:
     """The share of a call's CPU time spent inside the candidate's extension
-    calls (0-1; workers/candidate._call_checked): the median over the measured
+    calls (0-1; untrusted/candidate._call_checked): the median over the measured
     trials, from bounded numbers, so that one call's one-time work (a lazy build
     or library load, a first-call cache) does not decide it, nor does one call
     with the kernel among calls without. None when no call was measured."""
@@ -61,7 +61,7 @@ def note_kernel(ev: Evaluation, report: dict[str, Any]) -> bool:
 
 
 def note_trial_signals(ev: Evaluation, trial: dict[str, Any], case: dict[str, Any]) -> None:
-    """A call's own signals (workers/candidate._call_checked), against the
+    """A call's own signals (untrusted/candidate._call_checked), against the
     reference's on the same case (`case`: what the reference does itself)."""
     if trial["mutates_inputs"] and not case["mutates_inputs"]:
         ev.flags.append("mutates_inputs")
@@ -80,7 +80,7 @@ def note_trial_signals(ev: Evaluation, trial: dict[str, Any], case: dict[str, An
 
 def note_hooks(ev: Evaluation, reply: dict[str, Any]) -> None:
     """Profile, trace or monitoring hooks were set while the harness's own
-    code ran after a call (workers/hooks.py): candidate code inside it."""
+    code ran after a call (untrusted/hooks.py): candidate code inside it."""
     if reply.get("hooks") and "interpreter_hooks" not in ev.flags:
         ev.flags.append("interpreter_hooks")
 

@@ -95,7 +95,7 @@ class WorkerContext:
         self.channel.phase(name)
 
     def describe(self, exc: BaseException) -> dict[str, Any]:
-        from kernelsweep.evaluator.workers.failures import describe_exception
+        from kernelsweep.evaluator.untrusted.failures import describe_exception
 
         return describe_exception(
             exc, self.phase_name, candidate_file=self.candidate_file, candidate_names=self.candidate_names,
@@ -129,7 +129,7 @@ def _start() -> WorkerContext | None:
     except Exception:  # noqa: BLE001 - no configuration: nothing can be reported
         finish(2)
         return None
-    from kernelsweep.evaluator.workers.machine import set_limits
+    from kernelsweep.evaluator.untrusted.machine import set_limits
 
     set_limits(ctx.config.get("device", "cpu"), ctx.config.get("memory_limit"))
     return ctx
@@ -191,7 +191,7 @@ def _prepared_before_go(ctx: WorkerContext, prepare: Callable[[WorkerContext], A
                         take_device: Callable[[WorkerContext], Any] | None = None) -> Any:
     """Without `await_go`: take_device(ctx), then prepare(ctx). With it: prepare
     on a few threads (the job before may still time beside it) behind the
-    device gate (workers/devicegate.py: what starts CUDA waits for "go"); say
+    device gate (untrusted/devicegate.py: what starts CUDA waits for "go"); say
     "hello" once it has ended or waits for the device, so the parent takes the
     device only then (a model built on the host, however long it takes,
     never holds it); after "go" (the device set up first by take_device) return the
@@ -202,7 +202,7 @@ def _prepared_before_go(ctx: WorkerContext, prepare: Callable[[WorkerContext], A
             ctx.phase("device")
             take_device(ctx)
         return prepare(ctx) if prepare is not None else None
-    from kernelsweep.evaluator.workers.devicegate import DeviceGate
+    from kernelsweep.evaluator.untrusted.devicegate import DeviceGate
 
     gate = DeviceGate().install()
     warm = _Warm(ctx, gate, take_device)

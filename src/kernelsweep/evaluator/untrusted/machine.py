@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 # Captured at import: under the late claim the candidate's worker sets its
-# device up after the candidate's import (workers/candidate.take_device).
+# device up after the candidate's import (untrusted/candidate.take_device).
 _cuda_available = torch.cuda.is_available
 _set_device = torch.cuda.set_device
 _zeros = torch.zeros

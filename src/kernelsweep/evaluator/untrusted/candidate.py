@@ -1,4 +1,4 @@
-"""Worker: the candidate, confined (see workers/launch.py), driven command by
+"""Worker: the candidate, confined (see untrusted/launch.py), driven command by
 command by the parent. Its process never sees the reference's outputs, the
 evaluation's secret seeds before it is given them, or any other worker.
 
@@ -42,11 +42,11 @@ import torch
 
 from kernelsweep import shapes, taskcode
 from kernelsweep.evaluator import settings
-from kernelsweep.evaluator.workers import (devicehandoff, frame, guard, hooks, kernels, machine, mathmodes,
+from kernelsweep.evaluator.untrusted import (devicehandoff, frame, guard, hooks, kernels, machine, mathmodes,
                                           outputfiles, seeding, trees)
-from kernelsweep.evaluator.workers.buildhooks import BuildHooks
-from kernelsweep.evaluator.workers.clock import Clock
-from kernelsweep.evaluator.workers.perturb import Perturber
+from kernelsweep.evaluator.untrusted.buildhooks import BuildHooks
+from kernelsweep.evaluator.untrusted.clock import Clock
+from kernelsweep.evaluator.untrusted.perturb import Perturber
 
 _cpu_ns = time.process_time_ns  # captured before any candidate code
 
@@ -152,7 +152,7 @@ def take_device(ctx: frame.WorkerContext) -> None:
 
 def setup(ctx: frame.WorkerContext, s: State) -> State:
     """Once the device is the worker's. The clock comes later (clock): its
-    primitives were captured at import (workers/clock.py), its cache flush is
+    primitives were captured at import (untrusted/clock.py), its cache flush is
     the reference's."""
     ctx.phase("device")
     # Set up already (take_device), on the thread that said "go" under the late claim: made current

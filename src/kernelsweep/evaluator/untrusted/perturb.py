@@ -49,7 +49,7 @@ class Perturber:
         self.returned = 0  # calls that returned, all functions together
         self.fired = 0
         # CPU time inside extension calls while `measuring` (the work share on the
-        # CPU target, workers/candidate._call_checked).
+        # CPU target, untrusted/candidate._call_checked).
         self.measuring = False
         self.inside_ns = 0
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from kernelsweep import taskcode
-from kernelsweep.evaluator.workers import frame
-from kernelsweep.evaluator.workers.buildhooks import BuildHooks
+from kernelsweep.evaluator.untrusted import frame
+from kernelsweep.evaluator.untrusted.buildhooks import BuildHooks
 
 
 def body(ctx: frame.WorkerContext) -> dict[str, Any]:

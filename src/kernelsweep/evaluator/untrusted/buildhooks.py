@@ -150,7 +150,7 @@ class BuildHooks:
         self.modules: list[Any] = []
         self._real = {"load_inline": cpp_extension.load_inline, "load": cpp_extension.load}
         # Set by the worker once the evaluation holds the device: a build from then on is
-        # compiler time on the device's clock, which building ahead (workers/ahead.py) avoids.
+        # compiler time on the device's clock, which building ahead (untrusted/ahead.py) avoids.
         self.device_held = False
 
     def install(self) -> "BuildHooks":

@@ -39,7 +39,7 @@ def _harness_visible() -> dict[str, Any]:
         "torch.nn.Module.to": torch.nn.Module.to,
         "torch.nn.Module.load_state_dict": torch.nn.Module.load_state_dict,
     }
-    from kernelsweep.evaluator.workers.clock import Clock
+    from kernelsweep.evaluator.untrusted.clock import Clock
 
     items.update({"Clock.__init__": Clock.__init__, "Clock.flush": Clock.flush, "Clock.block": Clock.block})
     sync = getattr(torch._C, "_cuda_synchronize", None)

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from kernelsweep.evaluator.workers.trees import plain, portable_leaves
+from kernelsweep.evaluator.untrusted.trees import plain, portable_leaves
 
 MAGIC = b"KSOUT1\n"
 ALIGN = 64

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from kernelsweep import taskcode
-from kernelsweep.evaluator.workers.trees import map_tensors, to_device
+from kernelsweep.evaluator.untrusted.trees import map_tensors, to_device
 
 
 DTYPES = {name: getattr(torch, dtype) for name, dtype in taskcode.DTYPE_NAMES.items()}

@@ -42,8 +42,8 @@ import torch
 
 from kernelsweep import shapes, taskcode
 from kernelsweep.evaluator import compare
-from kernelsweep.evaluator.workers import devicehandoff, frame, machine, mathmodes, outputfiles, seeding, trees
-from kernelsweep.evaluator.workers.clock import Clock
+from kernelsweep.evaluator.untrusted import devicehandoff, frame, machine, mathmodes, outputfiles, seeding, trees
+from kernelsweep.evaluator.untrusted.clock import Clock
 
 # Rescaled probe: far from the trial inputs' scale, same positions.
 PROBE_SCALE, PROBE_SHIFT = 1000.0, 3.0
@@ -327,7 +327,7 @@ def _varies(s: State, trials: list[dict[str, Any]], atol: float, rtol: float) ->
 def _lend(s: State, sock_fd: int | None) -> dict[str, Any]:
     """The trials' and probes' outputs as slots (`output_slots`: what an output
     must be to be handed over, or judged on its description when it cannot
-    match: workers/devicehandoff.py) and, on a GPU, a device buffer with those
+    match: untrusted/devicehandoff.py) and, on a GPU, a device buffer with those
     slots, its descriptor sent to the candidate's worker: {"handoff": {"bytes"}};
     {"handoff_off": why} when there is no room for it beside CANDIDATE_ROOM
     times the reference's peak, or the driver refuses."""

@@ -25,8 +25,8 @@ from typing import Any
 import torch
 
 from kernelsweep import taskcode
-from kernelsweep.evaluator.workers import frame
-from kernelsweep.evaluator.workers.buildhooks import BuildHooks
+from kernelsweep.evaluator.untrusted import frame
+from kernelsweep.evaluator.untrusted.buildhooks import BuildHooks
 
 
 def _pretend_a_device() -> None:

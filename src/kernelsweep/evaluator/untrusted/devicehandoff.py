@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from kernelsweep.evaluator.workers.outputfiles import byte_view, dtype_name, raw
+from kernelsweep.evaluator.untrusted.outputfiles import byte_view, dtype_name, raw
 
 ALIGN = 512  # slot offsets: any dtype's alignment, and full memory transactions
 

@@ -1,4 +1,4 @@
-"""The device gate: before "go" (the late claim, workers/frame.py) the device
+"""The device gate: before "go" (the late claim, untrusted/frame.py) the device
 is not the worker's yet; the job before may be timing on it. Code run then
 (a reference's host-side preparation, a candidate's import and ModelNew's
 construction) that starts CUDA waits here until the device has been taken,

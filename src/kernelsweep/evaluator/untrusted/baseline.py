@@ -11,9 +11,9 @@ from typing import Any
 import torch
 
 from kernelsweep import taskcode
-from kernelsweep.evaluator.workers import clock as timing
-from kernelsweep.evaluator.workers import frame
-from kernelsweep.evaluator.workers import machine, mathmodes, seeding, trees
+from kernelsweep.evaluator.untrusted import clock as timing
+from kernelsweep.evaluator.untrusted import frame
+from kernelsweep.evaluator.untrusted import machine, mathmodes, seeding, trees
 
 COMPILE_MODES = {
     "inductor-default": None,
