@@ -197,6 +197,15 @@ def test_family5_forged_result_on_the_report_channel(run_eval):
     _never_forged(r)
 
 
+def test_family5_replies_that_break_their_declared_shape(run_eval):
+    """Family 5 (channel forged): 'ok' replies whose fields break their
+    declared shape (evaluator/messages.py) are a protocol violation, the
+    candidate's fault, even when its real outputs are right."""
+    r = _adv(run_eval, "add", "forge_reply_shape")
+    assert r["category"] == "cheat" and "report_tampered" in r["flags"], _why(r)
+    _never_forged(r)
+
+
 def _planted_cleanup(marker: Path) -> None:
     listing = Path(str(marker) + ".planted")
     paths = listing.read_text().split() if listing.exists() else []

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from kernelsweep import fileio, gpu_slots, shapes
-from kernelsweep.evaluator import cheats, classify, confine, devices, record, sandbox, settings, source
+from kernelsweep.evaluator import cheats, classify, confine, devices, messages, record, sandbox, settings, source
 from kernelsweep.evaluator.errors import HarnessError
 from kernelsweep.evaluator.judge import correctness, draws, evidence, timing, variants, verdict
 from kernelsweep.evaluator.sandbox import Worker, child_env
@@ -149,7 +149,8 @@ class Evaluation:
                 memory_limit=self.memory_limit)
         return Worker(_WORKERS + name, config, log_path=self.logs / f"{name}.log", cwd=work / name,
                       run_limit_s=self.cfg.timeout_s, build_limit_s=self.cfg.compile_timeout_s, env=env,
-                      label=name, confinement=spec, pass_fds=() if fd is None else (fd,))
+                      label=name, confinement=spec, pass_fds=() if fd is None else (fd,),
+                      replies=messages.CANDIDATE_REPLIES if confined else None)
 
     @contextmanager
     def spent(self, stage: str) -> Iterator[None]:

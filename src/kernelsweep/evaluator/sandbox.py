@@ -25,7 +25,7 @@ from typing import Any
 import signal
 
 from kernelsweep import process_group, taskcode
-from kernelsweep.evaluator import confine, settings
+from kernelsweep.evaluator import confine, messages, settings
 from kernelsweep.process_group import kill_group
 
 
@@ -136,7 +136,7 @@ class Worker:
     def __init__(self, module: str, config: dict[str, Any], *, log_path: Path, cwd: Path,
                  run_limit_s: float, build_limit_s: float, env: dict[str, str] | None = None,
                  label: str | None = None, confinement: dict[str, Any] | None = None,
-                 pass_fds: tuple[int, ...] = ()):
+                 pass_fds: tuple[int, ...] = (), replies: dict[str, messages.Shape] | None = None):
         self.module = module
         self.label = label or module.rsplit(".", 1)[-1]
         self.config = dict(config)
@@ -157,7 +157,11 @@ class Worker:
         self._build_total = 0.0
         self._idle_since: float | None = None
         self._idle_total = 0.0
-        self._replies: dict[int, dict] = {}
+        self._replies: dict[int, dict | None] = {}  # None: a reply that broke the protocol
+        # The declared replies by command (messages.CANDIDATE_REPLIES), checked as they
+        # arrive; None: not checked. _commands: the command of each sequence number sent.
+        self._reply_shapes = replies
+        self._commands: dict[int, str] = {0: "setup"}
         self._results = 0
         self._hello = False
         self.prepared: str | None = None  # what its hello said of its host-side preparation (frame._Warm)
@@ -271,16 +275,12 @@ class Worker:
 
     def _handle(self, line: bytes) -> None:
         now = time.monotonic()
-        try:
-            msg = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            msg = None
+        msg = messages.parse(line, self._nonce)
         with self._lock:
-            if not isinstance(msg, dict) or msg.get("nonce") != self._nonce:
+            if msg is None:
                 self._violations += 1
                 return
             kind = msg.get("kind")
-            msg = {k: v for k, v in msg.items() if k != "nonce"}
             msg["received"] = now - self._t0
             self._events.append(msg)
             if kind == "phase":
@@ -298,7 +298,12 @@ class Worker:
             elif kind == "reply":
                 if self._results:  # a worker answers by replies or by one result, never both
                     self._violations += 1
-                self._replies[int(msg.get("seq", -1))] = msg.get("payload") or {}
+                seq, payload = msg["seq"], msg["payload"]
+                if self._reply_shapes is not None and messages.reply_violation(
+                        self._reply_shapes, self._commands.get(seq), payload) is not None:
+                    self._violations += 1
+                    payload = None  # read as no reply: the parent ends the worker
+                self._replies[seq] = payload
                 if self._idle_since is None:
                     self._idle_since = now
                 self._changed.notify_all()
@@ -340,7 +345,8 @@ class Worker:
 
     def reply(self, seq: int, timeout: float | None = None) -> dict | None:
         """The worker's reply to command `seq` (0: its setup); None when the
-        worker ended (or the wait timed out) without one."""
+        worker ended (or the wait timed out) without one, or when its reply
+        broke the protocol (messages.py; counted as a violation)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._changed:
             while seq not in self._replies:
@@ -357,6 +363,7 @@ class Worker:
         with self._lock:
             self._seq += 1
             seq = self._seq
+            self._commands[seq] = op
             if self._idle_since is not None:
                 self._idle_total += time.monotonic() - self._idle_since
                 self._idle_since = None
