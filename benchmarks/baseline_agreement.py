@@ -1,8 +1,9 @@
 """Two runs of the baseline stage on the same references: how many 'mode faster
 than eager' decisions disagree between them, each way of deciding side by side:
 
-- paired: the mode's `vs_eager` (eager timed interleaved with it in its worker),
-  faster / tie / slower from its interval and the margin (what the report uses);
+- paired: eager timed interleaved with the mode in its worker, faster / tie /
+  slower from the interval and the margin (what the report uses); counted as
+  'faster' (yes or no, the issue's count) and as the three-way verdict;
 - apart: eager's own worker against the mode's, the point estimate (> 1 is
   "faster"), the way the drift of issue #36 arose.
 
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                                   warmup=args.warmup, timeout_s=args.timeout, log_dir=args.work / f"logs{run}")
             records[run][reference.stem] = record
             runs[run][reference.stem] = decisions(record, args.margin)
-    paired_flips = apart_flips = paired_n = apart_n = 0
+    paired_flips = verdict_flips = apart_flips = paired_n = apart_n = 0
     shifts: dict[str, list[float]] = {"paired": [], "apart": []}
     print(f"{'reference':<18} {'mode':<26} {'paired run 1':>30} {'paired run 2':>30} {'apart 1':>8} {'apart 2':>8}")
     for name in runs[0]:
@@ -125,15 +126,17 @@ def main(argv: list[str] | None = None) -> int:
                   + " ".join(f"{a:>8.3f}" if a else f"{'n/a':>8}" for a in apart))
             if first["paired"] and second["paired"]:
                 paired_n += 1
-                paired_flips += first["paired"] != second["paired"]
+                paired_flips += (first["paired"] == "faster") != (second["paired"] == "faster")
+                verdict_flips += first["paired"] != second["paired"]
                 shifts["paired"].append(abs(second["paired_ratio"] / first["paired_ratio"] - 1))
             if all(apart):
                 apart_n += 1
                 apart_flips += (apart[0] > 1) != (apart[1] > 1)
                 shifts["apart"].append(abs(apart[1] / apart[0] - 1))
-    print(f"\npaired (interval, margin {args.margin:g}): {paired_flips} of {paired_n} decisions disagree; "
+    print(f"\npaired (interval, margin {args.margin:g}): 'faster' disagrees in {paired_flips} of {paired_n}, "
+          f"the verdict (faster / tie / slower) in {verdict_flips}; "
           f"largest ratio change {max(shifts['paired'], default=0):.1%}")
-    print(f"apart (point estimate, eager in its own worker): {apart_flips} of {apart_n} decisions disagree; "
+    print(f"apart (point estimate, eager in its own worker): 'faster' disagrees in {apart_flips} of {apart_n}; "
           f"largest ratio change {max(shifts['apart'], default=0):.1%}")
     if args.json:
         args.json.write_text(json.dumps({"device": args.device, "margin": args.margin, "decisions": runs,
