@@ -76,7 +76,8 @@ for mode, e in modes.items():
         bad.append(mode)
 sys.exit(f"baseline: not as expected: {bad}" if bad else 0)
 PYEOF
-      ;;
+      timeout "${BASELINE_TEST_LIMIT:-420}" $PY -m pytest -q -p no:cacheprovider tests/evaluator/test_baseline_cuda.py -rA \
+          2>&1 | tee -a "$OUT/baseline.log" || status=1 ;;
     agreement)
       # Two runs of the baseline stage on the same references: how many decisions disagree.
       timeout "${AGREEMENT_LIMIT:-560}" $PY benchmarks/baseline_agreement.py --device cuda \
