@@ -79,8 +79,10 @@ PYEOF
       timeout "${BASELINE_TEST_LIMIT:-420}" $PY -m pytest -q -p no:cacheprovider tests/evaluator/test_baseline_cuda.py -rA \
           2>&1 | tee -a "$OUT/baseline.log" || status=1 ;;
     agreement)
-      # Two runs of the baseline stage on the same references: how many decisions disagree.
-      timeout "${AGREEMENT_LIMIT:-560}" $PY benchmarks/baseline_agreement.py --device cuda \
+      # Two runs of the baseline stage on the same references: how many decisions disagree
+      # (max-autotune left out by default: minutes of autotuning per reference and run).
+      timeout "${AGREEMENT_LIMIT:-900}" $PY benchmarks/baseline_agreement.py --device cuda \
+          --modes "${AGREEMENT_MODES:-eager,inductor-default,inductor-reduce-overhead,cuda-graph,cudnn-benchmark}" \
           --timing-trials "${AGREEMENT_TRIALS:-50}" --work "$WORK/agreement" --json "$OUT/agreement.json" \
           2>&1 | tee "$OUT/agreement.log" || status=1 ;;
     tmpclone)
