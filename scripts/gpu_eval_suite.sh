@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The evaluator's GPU proof on one GPU: the CUDA fixture suite
 # (tests/evaluator/test_categories_cuda.py), the throughput benchmark
-# (benchmarks/eval_throughput.py) and the eager/torch.compile baselines.
+# (benchmarks/eval_throughput.py), the baselines (eager, torch.compile, CUDA graphs, cuDNN
+# benchmark mode) and their run-to-run agreement (benchmarks/baseline_agreement.py).
 # Needs python3 with torch (+ triton for the Triton case), nothing else from
 # this package's dependencies. Results go to $OUT (default ./gpu-out):
-#   env.log, suite.xml (JUnit), suite.log, throughput.json, throughput.log, baseline.json, logs.tar.gz
-#   floor.log, adversarial.log, precision.log
+#   env.log, suite.xml (JUnit), suite.log, throughput.json, throughput.log, baseline.json, baseline.log,
+#   logs.tar.gz, floor.log, adversarial.log, precision.log, agreement.log, agreement.json
 # BENCH_TASKS: the replay tasks the bench takes, e.g. L2-001,L3-004 (default: the first BENCH_REPLAY).
 # SUITE_ONLY: a pytest -k expression over the suite's case ids, e.g. "hung_kernel or healthy_after_hang".
-# Usage: scripts/gpu_eval_suite.sh [suite] [bench] [baseline] [floor] [adversarial] [precision] [tmpclone]
+# Usage: scripts/gpu_eval_suite.sh [suite] [bench] [baseline] [agreement] [floor] [adversarial] [precision] [tmpclone]
 #   (default: suite bench baseline floor). bench compares with KernelBench's
 #   evaluator on the same candidates (needs its pydantic wheels; see docs/gpu-machine.md).
 set -uo pipefail
@@ -57,9 +58,33 @@ for part in $parts; do
           tests/evaluator/test_precision_cuda.py -rA 2>&1 | tee "$OUT/precision.log" || status=1 ;;
     baseline)
       timeout "${BASELINE_LIMIT:-300}" $PY -m kernelsweep baseline tests/evaluator/fixtures/references/vector_add.py \
-          --device cuda --modes "${BASELINE_MODES:-eager,inductor-default,inductor-reduce-overhead}" \
+          --device cuda --modes "${BASELINE_MODES:-eager,inductor-default,inductor-reduce-overhead,cuda-graph,cudnn-benchmark}" \
           --timing-trials 50 --timeout 120 --log-dir "$WORK/logs/baseline" --out "$OUT/baseline.json" \
-          > /dev/null || status=1 ;;
+          > /dev/null || status=1
+      # Every mode timed; each but eager and cudnn-benchmark beside eager (paired_eager_ms), with vs_eager's interval.
+      $PY - "$OUT/baseline.json" <<'PYEOF' 2>&1 | tee "$OUT/baseline.log" || status=1
+import json, sys
+from kernelsweep.evaluator import settings
+modes = json.load(open(sys.argv[1]))["modes"]
+bad = []
+for mode, e in modes.items():
+    v = e.get("vs_eager") or {}
+    print(mode, e["status"], e.get("error") or "", "median", (e.get("runtime_ms") or {}).get("median"),
+          "vs_eager", v.get("speedup"), v.get("speedup_ci"), v.get("verdict"), "paired", v.get("paired"))
+    paired = e.get("paired_eager_ms") is not None
+    if e["status"] != "ok" or paired != (mode not in settings.UNPAIRED_MODES) or (mode != "eager" and not v.get("speedup_ci")):
+        bad.append(mode)
+sys.exit(f"baseline: not as expected: {bad}" if bad else 0)
+PYEOF
+      timeout "${BASELINE_TEST_LIMIT:-420}" $PY -m pytest -q -p no:cacheprovider tests/evaluator/test_baseline_cuda.py -rA \
+          2>&1 | tee -a "$OUT/baseline.log" || status=1 ;;
+    agreement)
+      # Two runs of the baseline stage on the same references: how many decisions disagree
+      # (max-autotune left out by default: minutes of autotuning per reference and run).
+      timeout "${AGREEMENT_LIMIT:-900}" $PY benchmarks/baseline_agreement.py --device cuda \
+          --modes "${AGREEMENT_MODES:-eager,inductor-default,inductor-reduce-overhead,cuda-graph,cudnn-benchmark}" \
+          --timing-trials "${AGREEMENT_TRIALS:-50}" --work "$WORK/agreement" --json "$OUT/agreement.json" \
+          2>&1 | tee "$OUT/agreement.log" || status=1 ;;
     tmpclone)
       # A checkout and its venv under /tmp, the path with spaces (hidden from every worker but
       # for what the interpreter needs): the confinement check, then a CUDA build judged from there.
@@ -74,7 +99,7 @@ for part in $parts; do
              --build-dir "$clone/build" tests/evaluator/fixtures/references/vector_add.py tests/evaluator/fixtures/cuda/cuda_add.py \
              > "$OUT/tmpclone.json") 2>&1 | tee "$OUT/tmpclone.log" || status=1
       $PY -c "import json,sys; r=json.load(open(sys.argv[1])); print('tmpclone:', r['category'], r['provenance']['confinement'], 'custom_kernel', r['custom_kernel'])" "$OUT/tmpclone.json" 2>&1 | tee -a "$OUT/tmpclone.log" || status=1 ;;
-    *) echo "unknown part: $part (suite, bench, baseline, floor, adversarial, precision, tmpclone)" >&2; status=2 ;;
+    *) echo "unknown part: $part (suite, bench, baseline, agreement, floor, adversarial, precision, tmpclone)" >&2; status=2 ;;
   esac
 done
 # Worker logs, trimmed so the archive stays small.

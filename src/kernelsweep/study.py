@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from kernelsweep.models.corpus import MEASURED_BY
 from kernelsweep.schema import REPO_ROOT, load_schema
 from kernelsweep.taskcode import PRECISIONS
 
@@ -152,18 +153,13 @@ def _react_conflicts(methods: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-# The baseline mode that measures a corpus's claimed baseline (models.corpus.BASELINES).
-CORPUS_BASELINE_MODES = {"eager": "eager", "torch.compile-default": "inductor-default",
-                         "torch.compile-reduce-overhead": "inductor-reduce-overhead"}
-
-
 def _corpus_conflicts(models: Mapping[str, Any], methods: Mapping[str, Any], modes: list[str] | None) -> list[str]:
     """A corpus holds one candidate per task: every method of its study must ask for one;
     the claim it judges needs its baseline measured."""
     corpora = [name for name, spec in models.items() if isinstance(spec, dict) and spec.get("backend") == "corpus"]
     lines = []
     for name in corpora:
-        mode = CORPUS_BASELINE_MODES.get(models[name].get("baseline", "eager"))
+        mode = MEASURED_BY.get(models[name].get("baseline", "eager"))
         if mode and mode != "eager" and modes is not None and mode not in modes:
             lines.append(f"config key 'models.{name}.baseline': judges the claim over {models[name]['baseline']}, "
                          f"but baseline.modes does not measure {mode}; add it to baseline.modes")

@@ -77,3 +77,14 @@ def test_baseline_cli_records_failures_and_skips(tmp_path):
 def test_baseline_rejects_unknown_modes():
     p = kernelsweep("baseline", REFERENCES / "add.py", "--device", "cpu", "--modes", "eager,turbo")
     assert p.returncode == 2 and "turbo" in p.stderr
+    # a claim's name for a baseline is no mode name (models.corpus.MEASURED_BY maps it)
+    p = kernelsweep("baseline", REFERENCES / "add.py", "--device", "cpu", "--modes", "eager,torch.compile-default")
+    assert p.returncode == 2 and "torch.compile-default" in p.stderr and "cuda-graph" in p.stderr
+
+
+def test_baseline_accepts_the_graph_and_cudnn_modes(tmp_path):
+    p = kernelsweep("baseline", REFERENCES / "add.py", "--device", "cpu", "--modes", "eager,cuda-graph,cudnn-benchmark",
+                    "--timing-trials", "3", "--warmup", "0", "--timeout", "120", "--log-dir", tmp_path / "logs")
+    assert p.returncode == 0, p.stderr
+    modes = json.loads(p.stdout)["modes"]
+    assert [m["status"] for m in modes.values()] == ["ok", "skipped", "skipped"], modes

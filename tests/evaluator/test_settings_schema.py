@@ -37,3 +37,19 @@ def test_unknown_flags_are_refused():
     except KeyError:
         return
     raise AssertionError("an unknown flag was accepted")
+
+
+def test_baseline_modes_have_one_definition():
+    """The schema's baseline modes are settings.BASELINE_MODES; a claim's baselines are the
+    corpus's, each measured by a mode (models.corpus.MEASURED_BY, the one map between them)."""
+    from kernelsweep.models import corpus
+    from kernelsweep.report import spec
+
+    schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
+    modes = schema["properties"]["baseline"]["properties"]["modes"]
+    assert tuple(modes["items"]["enum"]) == tuple(modes["default"]) == settings.BASELINE_MODES
+    assert spec.DEFAULT_BASELINE_MODES == settings.BASELINE_MODES
+    claimed = schema["$defs"]["model_corpus"]["properties"]["baseline"]["enum"]
+    assert tuple(claimed) == corpus.BASELINES == tuple(corpus.MEASURED_BY)
+    assert set(corpus.MEASURED_BY.values()) <= set(settings.BASELINE_MODES)
+    assert set(settings.COMPILE_MODES) | set(settings.UNPAIRED_MODES) <= set(settings.BASELINE_MODES)

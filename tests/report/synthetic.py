@@ -45,14 +45,17 @@ class ResultsWriter:
             "validation": {"device": "cpu", "forward": "ran", "skip_reason": None, "warnings": [],
                            "degenerate": degenerate is not None, "degenerate_reason": degenerate}})
 
-    def baseline(self, task: str, modes: dict[str, Sequence[float] | str], device_name: str = DEVICE_NAME) -> None:
-        """modes: samples per mode, or an error string."""
+    def baseline(self, task: str, modes: dict[str, Sequence[float] | str], device_name: str = DEVICE_NAME,
+                 paired: dict[str, Sequence[float]] | None = None) -> None:
+        """modes: samples per mode, or an error string; paired: the eager samples timed beside a mode."""
         entries = {}
         for mode, value in modes.items():
             if isinstance(value, str):
                 entries[mode] = {"runtime_ms": None, "error": value}
             else:
                 entries[mode] = {"runtime_ms": {**metrics.summarize(value), "samples": list(value)}, "error": None}
+            if mode in (paired or {}):
+                entries[mode]["paired_eager_ms"] = {**metrics.summarize(paired[mode]), "samples": list(paired[mode])}
         write_json(self.root / layout.BASELINE.format(device=self.device, precision=self.precision, task=task), {
             "task": task, "device": self.device, "device_name": device_name, "precision": self.precision,
             "modes": entries, "provenance": dict(PROVENANCE, device_name=device_name)})

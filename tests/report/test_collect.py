@@ -184,7 +184,7 @@ def test_evaluation_under_another_tolerance_profile_is_flagged(small_study):
 
 
 def _compile_row(margin, ref, cand, eager, compiled):
-    comparator = Comparator(("inductor-default",), margin)
+    comparator = Comparator(("inductor-default",), ("inductor-default",), margin)
     row = {}
     comparator.fill(row, {"correct": True, "category": "correct_tie", "runtime_ms": {"samples": cand},
                           "ref_runtime_ms": {"samples": ref}},

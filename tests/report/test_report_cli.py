@@ -11,6 +11,7 @@ import pandas as pd
 from kernelsweep.report.figures import FIGURES
 
 TABLES = ("headline", "levels", "ablation", "best_of_n", "taxonomy", "per_task")
+EXTRA_TABLES = ("baselines", "baseline_comparisons")  # a study with baseline records (report.baseline_tables)
 
 
 def run_report(*args):
@@ -30,7 +31,7 @@ def test_report_rebuilds_identically_from_raw_files_alone(small_study):
     out = results / "report"
     first = snapshot(out)
     expected = ({"REPORT.md", "data_checks.csv"} | {f"{n}.{e}" for n in ("cells", "candidates") for e in ("parquet", "csv")}
-                | {f"tables/{t}.{e}" for t in TABLES for e in ("md", "html", "csv")}
+                | {f"tables/{t}.{e}" for t in TABLES + EXTRA_TABLES for e in ("md", "html", "csv")}
                 | {f"figures/{f}.{e}" for f in FIGURES for e in ("png", "svg")})
     assert set(first) == expected
 
@@ -52,6 +53,7 @@ def test_report_document_lists_missing_and_failed_cells_and_the_environment(smal
     assert "- `m1/agentic_no_rag/L1-002/s0`: no_candidate" in text
     assert "| Synthetic Device 1 | 555.42 | 2.13.0 | 13.0 | 3.11.9 |" in text.replace("   ", " ").replace("  ", " ")
     assert "inductor-max-autotune: failed: autotune failed" in text
+    assert "## Baselines: each mode against eager PyTorch" in text and "1.33x [1.33, 1.33]" in text
     assert "cancels the drift of absolute times between processes" in text
     assert "```yaml\ndevice: cpu" in text
     for table in TABLES:

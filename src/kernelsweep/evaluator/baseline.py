@@ -1,6 +1,10 @@
-"""Baselines: time eager PyTorch and torch.compile modes on a reference, each
-mode in its own worker with its own time limit, so one mode failing (or
-hanging in autotuning) costs only that mode."""
+"""Baselines: time eager PyTorch and the other baseline modes (torch.compile,
+CUDA-graph replay, cuDNN benchmark mode) on a reference, each mode in its own
+worker with its own time limit, so one mode failing (or hanging in
+autotuning) costs only that mode. A mode's worker times it interleaved with
+eager on the same inputs (settings.UNPAIRED_MODES excepted): the record keeps
+both sets of samples, and `vs_eager`, the mode's speedup over that eager with
+its interval, carries no drift between processes."""
 
 from __future__ import annotations
 
@@ -16,7 +20,9 @@ from kernelsweep.evaluator.errors import HarnessError
 
 SCHEMA = "kernelsweep/baseline/1"
 LOOKAHEAD = 2  # mode workers warming beyond the one that times (each holds the model on the host)
-CPU_SKIPS = {"inductor-reduce-overhead": "reduce-overhead captures CUDA graphs; on the CPU it has no meaning"}
+CPU_SKIPS = {"inductor-reduce-overhead": "reduce-overhead captures CUDA graphs; on the CPU it has no meaning",
+             "cuda-graph": "CUDA graphs need a CUDA device; on the CPU the mode has no meaning",
+             "cudnn-benchmark": "cuDNN runs on CUDA devices only; on the CPU the mode is eager PyTorch"}
 
 
 def run_baseline(reference: Path, *, device: str = "cuda", precision: str = "fp32",
@@ -69,12 +75,15 @@ def run_baseline(reference: Path, *, device: str = "cuda", precision: str = "fp3
                 continue
             r = outcome.result
             info = info or r.get("device_info", {})
-            results[mode] = {"status": "ok",
-                             "runtime_ms": dict(metrics.summarize(r["samples"]), samples=r["samples"]),
+            results[mode] = {"status": "ok", "runtime_ms": _timing(r["samples"]),
+                             "paired_eager_ms": _timing(r["eager_samples"]) if r.get("eager_samples") else None,
                              "error": None, "compile_s": r.get("compile_s"), "pool_sets": r.get("pool_sets"),
                              "log": outcome.log, "wall_s": round(outcome.wall_s, 3),
                              "stage_s": dict(r.get("stage_s") or {}, **held)}
     results = {m: results[m] for m in modes}  # the order asked for
+    for mode, entry in results.items():
+        if mode != "eager" and entry["status"] == "ok":
+            entry["vs_eager"] = vs_eager(entry, results.get("eager"))
     return {
         "schema": SCHEMA, "task": task or reference.stem, "device": device, "device_name": info.get("device_name"),
         "precision": precision, "modes": results, "stage_s": device_s,
@@ -83,6 +92,22 @@ def run_baseline(reference: Path, *, device: str = "cuda", precision: str = "fp3
                        "timing_trials": timing_trials, "warmup": warmup, "harness": settings.HARNESS_VERSION,
                        "visible_devices": info.get("visible_devices")},
     }
+
+
+def _timing(samples: list[float]) -> dict[str, Any]:
+    return dict(metrics.summarize(samples), samples=samples)
+
+
+def vs_eager(entry: dict[str, Any], eager: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The mode's speedup over eager PyTorch (eager / mode) with its interval and verdict
+    (metrics.compare_timings, default margin): over the eager samples timed beside it
+    (`paired`), else over the eager mode's own worker, whose drift it then carries; None
+    without a usable eager."""
+    paired = entry.get("paired_eager_ms")
+    if paired is None and (eager or {}).get("status") != "ok":
+        return None
+    anchor = (paired or eager["runtime_ms"])["samples"]
+    return dict(metrics.compare_timings(anchor, entry["runtime_ms"]["samples"]), paired=paired is not None)
 
 
 class _ModeWorker:

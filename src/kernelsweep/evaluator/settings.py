@@ -59,7 +59,15 @@ def rounding_allowances(errors: list[float] | None) -> list[float] | None:
     reference's rounding error there (compare.rounding_errors); None: no allowance."""
     return None if errors is None else [ROUNDING_FACTOR * e for e in errors]
 
-BASELINE_MODES = ("eager", "inductor-default", "inductor-reduce-overhead", "inductor-max-autotune")
+# Baseline modes (evaluator/baseline.py): eager PyTorch, the torch.compile modes, the reference's
+# forward replayed from CUDA graphs, and eager under cuDNN's benchmark mode. Every mode but eager
+# is timed interleaved with eager in its own worker (its ratio to eager carries no drift between
+# processes), except cudnn-benchmark: cuDNN's algorithm cache is process-wide and not keyed by the
+# benchmark flag, so eager beside it would run the algorithms benchmark mode chose
+# (docs/decisions/2026-12-05-baselines-interleaved.md).
+COMPILE_MODES = ("inductor-default", "inductor-reduce-overhead", "inductor-max-autotune")
+BASELINE_MODES = ("eager", *COMPILE_MODES, "cuda-graph", "cudnn-benchmark")
+UNPAIRED_MODES = ("eager", "cudnn-benchmark")
 
 # Seeds: weights are initialised under INIT_SEED (as KernelBench; public, the
 # weights are no secret). A candidate's correctness and timing inputs come

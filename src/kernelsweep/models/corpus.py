@@ -44,6 +44,11 @@ FORMATS = ("cuda-l1", "jsonl", "replay")
 # The baselines a claim can name: eager PyTorch, torch.compile in two modes, a
 # CUDA-graph replay of the reference, the reference under cuDNN benchmark mode.
 BASELINES = ("eager", "torch.compile-default", "torch.compile-reduce-overhead", "cuda-graph", "cudnn-benchmark")
+# The baseline mode (evaluator settings.BASELINE_MODES) that measures each baseline a claim names:
+# the one map between the two namings.
+MEASURED_BY = {"eager": "eager", "torch.compile-default": "inductor-default",
+               "torch.compile-reduce-overhead": "inductor-reduce-overhead", "cuda-graph": "cuda-graph",
+               "cudnn-benchmark": "cudnn-benchmark"}
 CUDA_L1_SCORES = {"score_default": "eager", "score_torch_compile_default": "torch.compile-default",
                   "score_torch_compile_reduce_overhead": "torch.compile-reduce-overhead",
                   "score_cuda_graph": "cuda-graph", "score_cudnn": "cudnn-benchmark"}

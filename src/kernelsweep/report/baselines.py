@@ -1,13 +1,15 @@
 """Timing comparisons of a candidate against the baselines.
 
 Against eager PyTorch the report uses the evaluator's own measurement (reference
-and candidate interleaved in one process). Against torch.compile the baseline
-stage timed each mode in another process, so absolute times are not comparable;
-kernelsweep.metrics.anchored_comparison goes through the reference, timed in
-both: (ref / candidate in the evaluator) / (eager / mode in the baseline stage).
-A task whose eager baseline is unusable therefore has no compile comparison.
-"compile" is the fastest usable mode of the task, so beating it means beating
-every torch.compile mode measured."""
+and candidate interleaved in one process). Against every other baseline mode the
+baseline stage timed the mode in another process, so absolute times are not
+comparable; kernelsweep.metrics.anchored_comparison goes through the reference,
+timed in both: (ref / candidate in the evaluator) / (eager / mode in the baseline
+stage), where eager is the one timed interleaved with the mode in the mode's own
+worker (`paired_eager_ms`), else (a record from before pairing, or cudnn-benchmark,
+which cannot be paired) the eager mode's own worker. A mode with no eager to go
+through has no comparison. "compile" is the torch.compile mode with the largest
+speedup over its eager, so beating it means beating every torch.compile mode measured."""
 
 from __future__ import annotations
 
@@ -30,20 +32,36 @@ class Baseline:
 
     task: str
     samples: dict[str, list[float]] = field(default_factory=dict)  # usable modes only
+    paired: dict[str, list[float]] = field(default_factory=dict)  # mode -> the eager samples timed beside it
     unusable: dict[str, str] = field(default_factory=dict)  # mode -> why it cannot be compared
     device_name: str | None = None
     precision: str | None = None
 
     @property
     def anchor(self) -> list[float] | None:
-        """The eager samples: the compile comparisons are anchored on them."""
+        """The eager mode's own samples (absolute times; the drift check)."""
         return self.samples.get("eager")
 
-    def best_compile_mode(self, compile_modes: tuple[str, ...]) -> str | None:
-        usable = [m for m in compile_modes if m in self.samples]
-        if not usable or self.anchor is None:
+    def anchor_for(self, mode: str) -> list[float] | None:
+        """The eager samples a comparison with `mode` goes through: those timed
+        interleaved with it, else the eager mode's own (which carry drift)."""
+        return self.paired.get(mode) or self.anchor
+
+    def comparable(self, mode: str) -> bool:
+        return mode != "eager" and mode in self.samples and self.anchor_for(mode) is not None
+
+    def ratio(self, mode: str, margin: float = metrics.EQUIVALENCE_MARGIN) -> dict[str, Any] | None:
+        """The mode's speedup over eager (eager / mode) with its interval and verdict, or None."""
+        if not self.comparable(mode):
             return None
-        return min(usable, key=lambda m: metrics.summarize(self.samples[m])["median"])
+        return metrics.compare_timings(self.anchor_for(mode), self.samples[mode], margin)
+
+    def best_compile_mode(self, compile_modes: tuple[str, ...]) -> str | None:
+        """The mode with the largest median speedup over its eager (drift-free where paired)."""
+        usable = [m for m in compile_modes if self.comparable(m)]
+        if not usable:
+            return None
+        return max(usable, key=lambda m: metrics.speedup(self.anchor_for(m), self.samples[m]) or 0.0)
 
 
 def parse_baseline(task: str, record: Mapping[str, Any], modes: tuple[str, ...]) -> Baseline:
@@ -65,6 +83,9 @@ def parse_baseline(task: str, record: Mapping[str, Any], modes: tuple[str, ...])
             baseline.unusable[mode] = "fewer than 2 timing samples"
             continue
         baseline.samples[mode] = [float(x) for x in samples]
+        paired = (entry.get("paired_eager_ms") or {}).get("samples") or []
+        if len(paired) >= 2:
+            baseline.paired[mode] = [float(x) for x in paired]
     return baseline
 
 
@@ -80,15 +101,16 @@ def _columns(prefix: str, comparison: Mapping[str, Any]) -> dict[str, Any]:
             f"faster_{prefix}": comparison.get("faster")}
 
 
-def compile_column_names(compile_modes: tuple[str, ...]) -> list[str]:
+def baseline_column_names(modes: tuple[str, ...]) -> list[str]:
+    """The columns of the comparisons through eager: one prefix per mode, then the best compile mode."""
     names: list[str] = []
-    for prefix in [*map(column_prefix, compile_modes), BEST_COMPILE]:
+    for prefix in [*map(column_prefix, modes), BEST_COMPILE]:
         names += list(_blank(prefix))
     return names + ["best_compile_mode"]
 
 
-def timing_column_names(compile_modes: tuple[str, ...]) -> list[str]:
-    return list(_blank("eager")) + compile_column_names(compile_modes)
+def timing_column_names(modes: tuple[str, ...]) -> list[str]:
+    return list(_blank("eager")) + baseline_column_names(modes)
 
 
 def _compare(job: tuple[list[float], list[float], list[float], list[float], float]) -> dict[str, Any]:
@@ -97,14 +119,15 @@ def _compare(job: tuple[list[float], list[float], list[float], list[float], floa
 
 class Comparator:
     """Fills the speedup columns of result rows. Against eager it copies the
-    evaluator's measurement; the torch.compile comparisons (a bootstrap each) are
-    queued and computed once per distinct pair by resolve(), in parallel when asked.
+    evaluator's measurement; the comparisons with the other modes (a bootstrap each)
+    are queued and computed once per distinct pair by resolve(), in parallel when asked.
     metrics seeds every bootstrap itself, so order and process do not change a number."""
 
     PARALLEL_FROM = 64  # fewer comparisons are not worth starting processes
 
-    def __init__(self, compile_modes: tuple[str, ...], margin: float):
-        self.compile_modes = compile_modes
+    def __init__(self, modes: tuple[str, ...], compile_modes: tuple[str, ...], margin: float):
+        self.modes = modes  # every mode but eager: a column each
+        self.compile_modes = compile_modes  # those the best torch.compile is chosen from
         self.margin = margin
         self._pending: dict[tuple, list[tuple[dict[str, Any], str]]] = {}
         self._pairs: dict[tuple, tuple[list[float], ...]] = {}  # ref, cand, eager, mode samples
@@ -114,7 +137,7 @@ class Comparator:
         ci = result.get("speedup_ci") or [None, None]
         row.update({"speedup_eager": result.get("speedup"), "speedup_eager_lo": ci[0], "speedup_eager_hi": ci[1],
                     "verdict_eager": result.get("timing_verdict"), "faster_eager": result.get("faster")})
-        for prefix in [*map(column_prefix, self.compile_modes), BEST_COMPILE]:
+        for prefix in [*map(column_prefix, self.modes), BEST_COMPILE]:
             row.update(_blank(prefix))
         best = baseline.best_compile_mode(self.compile_modes) if baseline else None
         row["best_compile_mode"] = best
@@ -122,14 +145,15 @@ class Comparator:
         timed = result.get("correct") is True and result.get("category") in verdict.NUMERICALLY_CORRECT
         samples = tuple((result.get("runtime_ms") or {}).get("samples") or ()) if timed else ()
         reference = tuple((result.get("ref_runtime_ms") or {}).get("samples") or ()) if timed else ()
-        if baseline is None or baseline.anchor is None or len(samples) < 2 or len(reference) < 2:
+        if baseline is None or len(samples) < 2 or len(reference) < 2:
             return
-        wanted = [(mode, column_prefix(mode)) for mode in self.compile_modes if mode in baseline.samples]
+        wanted = [(mode, column_prefix(mode)) for mode in self.modes if baseline.comparable(mode)]
         if best is not None:
             wanted.append((best, BEST_COMPILE))
         for mode, prefix in wanted:
             key = (baseline.task, mode, samples, reference)
-            self._pairs.setdefault(key, (list(reference), list(samples), baseline.anchor, baseline.samples[mode]))
+            self._pairs.setdefault(key, (list(reference), list(samples), baseline.anchor_for(mode),
+                                         baseline.samples[mode]))
             self._pending.setdefault(key, []).append((row, prefix))
 
     def resolve(self, jobs: int = 1) -> None:

@@ -35,12 +35,13 @@ def _write_frame(frame: pd.DataFrame, folder: Path, name: str) -> list[Path]:
 
 
 def extra_tables(results: Path, collection: Collection) -> list[Table]:
-    """Sections that only some studies have: published vs re-measured (a replayed study
-    whose records carry its own verdicts), published claims (a study of a corpus) and
-    speed of light (a study with profiles)."""
-    from kernelsweep.report import claims, published, speedoflight
+    """Sections that only some studies have: the baselines (a study with baseline records),
+    published vs re-measured (a replayed study whose records carry its own verdicts),
+    published claims (a study of a corpus) and speed of light (a study with profiles)."""
+    from kernelsweep.report import baseline_tables, claims, published, speedoflight
 
-    found = published.tables(collection, published.load(collection)) + claims.tables(results, collection)
+    found = (baseline_tables.tables(collection) + published.tables(collection, published.load(collection))
+             + claims.tables(results, collection))
     if any(speedoflight.bounds(results, collection).get(t.id, {}).get("reason") != "no profile file"
            for t in collection.spec.tasks):
         found.append(speedoflight.table(results, collection))

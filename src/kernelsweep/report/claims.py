@@ -37,6 +37,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from kernelsweep import layout
 from kernelsweep.fileio import sha256_text
+from kernelsweep.models.corpus import MEASURED_BY
 from kernelsweep.report.baselines import column_prefix
 from kernelsweep.report.collect import Collection
 from kernelsweep.report.spec import StudySpec
@@ -46,8 +47,7 @@ OUTCOMES = ("confirmed", "refuted", "not reproducible", "no claim")
 COUNTED = OUTCOMES[:3]
 MAGNITUDE_FACTOR = 2.0
 # The measured comparison a claimed baseline is judged against (report columns speedup_<prefix>).
-MEASURED_AS = {"eager": "eager", "torch.compile-default": column_prefix("inductor-default"),
-               "torch.compile-reduce-overhead": column_prefix("inductor-reduce-overhead")}
+MEASURED_AS = {claim: column_prefix(mode) for claim, mode in MEASURED_BY.items()}
 REFUTED_BY = {
     "no_code": "no code published",
     "syntax_error": "the code does not parse",

@@ -15,7 +15,7 @@ import pandas as pd
 
 from kernelsweep import layout, verdict
 from kernelsweep.models.records import RESPONSE_SCHEMA, call_usage, token_usage
-from kernelsweep.report.baselines import (Baseline, Comparator, compile_column_names, parse_baseline,
+from kernelsweep.report.baselines import (Baseline, Comparator, baseline_column_names, parse_baseline,
                                           timing_column_names)
 from kernelsweep.report.spec import StudySpec
 
@@ -61,7 +61,7 @@ class Collection:
 
 def candidate_columns(spec: StudySpec) -> list[str]:
     return (KEY_COLUMNS + ["turn", "candidate", "cell_status", "evaluated"] + OUTCOME_COLUMNS
-            + timing_column_names(spec.compile_modes)
+            + timing_column_names(spec.other_modes)
             + ["runtime_ms", "ref_runtime_ms", "prompt_tokens", "completion_tokens", "tokens",
                "llm_latency_s", "eval_wall_s", "compile_s", "flags", "error_type", "device_name"])
 
@@ -69,7 +69,7 @@ def candidate_columns(spec: StudySpec) -> list[str]:
 def cell_columns(spec: StudySpec) -> list[str]:
     return (KEY_COLUMNS + ["status", "has_result", "compile_baseline", "task_degenerate", "best_turn", "best_candidate"]
             + OUTCOME_COLUMNS
-            + timing_column_names(spec.compile_modes)
+            + timing_column_names(spec.other_modes)
             + ["turns_run", "candidates_evaluated", "llm_calls", "generator_calls", "role_calls",
                "prompt_tokens", "completion_tokens", "tokens", "generation_s", "evaluation_s"])
 
@@ -173,7 +173,7 @@ class _Collector:
         self.spec = spec
         self.problems: list[Problem] = []
         self.reader = _Reader(self.problems)
-        self.comparator = Comparator(spec.compile_modes, spec.equivalence_margin)
+        self.comparator = Comparator(spec.other_modes, spec.compile_modes, spec.equivalence_margin)
         self.environments: Counter = Counter()
         self.baselines = self._baselines()
         self.mismatched_tasks: set[str] = set()  # baseline on another device than a candidate
@@ -195,10 +195,12 @@ class _Collector:
                                              f"study's {self.spec.precision}; torch.compile comparisons left out",
                                              "excluded"))
                 continue
-            if baseline.anchor is None and any(m in baseline.samples for m in self.spec.compile_modes):
+            stranded = [m for m in self.spec.other_modes if m in baseline.samples and not baseline.comparable(m)]
+            if stranded:
                 self.problems.append(Problem(str(path), "no usable eager timing "
-                                             f"({baseline.unusable.get('eager', 'not measured')}): the task's "
-                                             "torch.compile comparisons, anchored on it, are left out", "excluded"))
+                                             f"({baseline.unusable.get('eager', 'not measured')}) and none timed "
+                                             f"beside {', '.join(stranded)}: the task's comparisons with "
+                                             "them, which go through eager, are left out", "excluded"))
             found[task.id] = baseline
         return found
 
@@ -457,7 +459,7 @@ def _collect_precision(results: Path, spec: StudySpec, jobs: int) -> Collection:
         candidates.extend(cands)
     collector.comparator.resolve(jobs)
     # A baseline from another device compares nothing: blank the task's compile columns everywhere.
-    compile_columns = compile_column_names(spec.compile_modes)
+    compile_columns = baseline_column_names(spec.other_modes)
     for row in cells + candidates:
         if row["task"] in collector.mismatched_tasks:
             row.update(dict.fromkeys(compile_columns))

@@ -103,10 +103,11 @@ DEFINITIONS = """## How to read the numbers
   m = {margin:g} is the study's equivalence margin (`evaluation.equivalence_margin`: reruns move a speedup by more
   than its interval); otherwise it is a *tie*. *fast_p*: a correct custom kernel whose interval lies above p.
 - Against eager PyTorch the speedup is the evaluator's own measurement (reference and candidate interleaved in one
-  process). Against torch.compile (the fastest compile mode of each task, timed by the baseline stage in other
-  processes) it is (eager / candidate, in the evaluator) / (eager / compile mode, in the baseline stage): going
-  through eager PyTorch, timed in both, cancels the drift of absolute times between processes (see the drift
-  check below), with a bootstrap interval over all four sets of samples.
+  process). Against torch.compile (the compile mode of each task with the largest speedup over eager) and every
+  other baseline mode, timed by the baseline stage in other processes, it is (eager / candidate, in the evaluator) /
+  (eager / mode, in the baseline stage, eager timed interleaved with the mode in its worker): going through eager
+  PyTorch, timed in both, cancels the drift of absolute times between processes (see the drift check below), with a
+  bootstrap interval over all four sets of samples.
 - Intervals on rates and geometric means are 95% percentile bootstraps over tasks.
 """
 

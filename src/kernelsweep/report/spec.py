@@ -10,7 +10,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
-DEFAULT_BASELINE_MODES = ("eager", "inductor-default", "inductor-reduce-overhead", "inductor-max-autotune")
+from kernelsweep.evaluator.settings import BASELINE_MODES as DEFAULT_BASELINE_MODES
+from kernelsweep.evaluator.settings import COMPILE_MODES
 
 
 class ReportInputError(ValueError):
@@ -76,9 +77,14 @@ class StudySpec:
         return float((self.config.get("evaluation") or {}).get("equivalence_margin", 0.0))
 
     @property
-    def compile_modes(self) -> tuple[str, ...]:
-        """The torch.compile baselines (every baseline mode but eager)."""
+    def other_modes(self) -> tuple[str, ...]:
+        """The baselines a candidate is compared with through eager (every baseline mode but eager)."""
         return tuple(m for m in self.baseline_modes if m != "eager")
+
+    @property
+    def compile_modes(self) -> tuple[str, ...]:
+        """The torch.compile baselines among them (the fastest is the report's "torch.compile")."""
+        return tuple(m for m in self.baseline_modes if m in COMPILE_MODES)
 
     @property
     def levels(self) -> list[int]:

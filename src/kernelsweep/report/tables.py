@@ -95,11 +95,11 @@ COMMON_NOTE = (
     "and listed in REPORT.md; cells that ended without a candidate count as not successful."
 )
 COMPILE_NOTE = (
-    "Against torch.compile the reference is, per task, the fastest of the measured compile modes ({modes}). "
-    "The baseline stage timed those modes in other processes, so the speedup is taken through eager PyTorch, "
-    "timed in both: (eager / candidate, in the evaluator) / (eager / compile mode, in the baseline stage); this "
-    "cancels drift of absolute times between processes (the drift check in REPORT.md shows its size). Only tasks "
-    "with usable eager and compile baselines count."
+    "Against torch.compile the reference is, per task, the measured compile mode ({modes}) with the largest "
+    "speedup over eager. The baseline stage timed each mode in another process, interleaved with eager, so the "
+    "speedup is taken through eager PyTorch, timed in both: (eager / candidate, in the evaluator) / (eager / compile "
+    "mode, in the baseline stage); this cancels drift of absolute times between processes (the drift check in "
+    "REPORT.md shows its size). Only tasks with a usable compile baseline and an eager to go through count."
 )
 
 
