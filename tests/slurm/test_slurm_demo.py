@@ -89,8 +89,11 @@ def smaller_demo(folder: Path, checkpoint: Path, build_cache: Path | None = None
     config["methods"] = {name: config["methods"][name] for name in METHODS}
     config["baseline"]["modes"] = ["eager"]
     # Short replies: the test is about SLURM matching a local run, and every SLURM job loads the
-    # model itself (576-token replies made this test 14 minutes of CI).
-    config["models"]["gemma270m"].update(max_tokens=96, path=str(checkpoint))
+    # model itself (576-token replies made this test 14 minutes of CI). The 270M model writes no
+    # kernel in 96 tokens either (every gemma cell is no_code), so 32, and 16 for the roles' prose:
+    # both runs spend their minutes on ~1-2.6k-token prompts and the recorded row's builds.
+    config["models"]["gemma270m"].update(max_tokens=32, path=str(checkpoint))
+    config["methods"]["agentic"]["role_max_tokens"] = 16
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "demo.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
