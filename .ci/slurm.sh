@@ -5,6 +5,8 @@
 #   KERNELSWEEP_SLURM=1 python -m pytest -m slurm tests/slurm
 #   bash tests/slurm/cluster.sh stop      # the pytest fixture also stops it
 # Needs root. PYTHON selects the interpreter (default: python).
+# `.ci/slurm.sh install` installs the Debian packages only (no Python needed: .ci/run
+# runs it beside scripts/bootstrap.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python}"
@@ -17,6 +19,7 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null \
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         slurm-wlm slurm-client munge >/dev/null
 fi
+[ "${1:-}" = install ] && exit 0
 
 if ! "$PY" -c "import snakemake_executor_plugin_slurm" 2>/dev/null; then
     echo "slurm.sh: installing snakemake-executor-plugin-slurm"

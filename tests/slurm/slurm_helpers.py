@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 CLUSTER = HERE / "cluster.sh"
 PROFILE = REPO / "profiles" / "slurm"
+TINY = HERE / "Snakefile"  # the tiny stand-in workflow of test_slurm_profile.py
 VENV_BIN = Path(sys.executable).parent
 
 # Options the test cluster needs on top of the profile: no accounting storage,
@@ -38,18 +40,47 @@ def workflow_env(**extra: str) -> dict[str, str]:
     return env
 
 
+class Snakemake:
+    """Snakemake in `workdir`, started in the background (its own process group); its
+    output goes to workdir/`log`. A run that mostly waits on the scheduler (the SLURM
+    runs poll squeue between jobs of seconds) lets another run use the cores meanwhile."""
+
+    def __init__(self, args: list[str], workdir: Path, log: str = "snakemake.out", **env: str):
+        workdir.mkdir(parents=True, exist_ok=True)
+        snakemake = shutil.which("snakemake", path=str(VENV_BIN)) or "snakemake"
+        self.workdir, self.log = workdir, workdir / log
+        with open(self.log, "w") as out:
+            self.proc = subprocess.Popen([snakemake, "--directory", str(workdir), *args], cwd=workdir,
+                                         env=workflow_env(**env), stdout=out, stderr=subprocess.STDOUT,
+                                         text=True, start_new_session=True)
+
+    def wait(self, timeout: float) -> subprocess.CompletedProcess:
+        """Its end (it must succeed); stopped, SLURM jobs cancelled, if it takes longer."""
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise
+        text = self.log.read_text()
+        assert self.proc.returncode == 0, f"snakemake failed ({self.proc.returncode}):\n{text[-6000:]}"
+        return subprocess.CompletedProcess(self.proc.args, self.proc.returncode, text, "")
+
+    def stop(self) -> None:
+        """SIGINT first: Snakemake then cancels the SLURM jobs it submitted."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
 def run_snakemake(args: list[str], workdir: Path, timeout: float, log: str = "snakemake.out",
                   **env: str) -> subprocess.CompletedProcess:
-    """Snakemake in `workdir`; its output is kept in workdir/`log`."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    snakemake = shutil.which("snakemake", path=str(VENV_BIN)) or "snakemake"
-    proc = subprocess.run(
-        [snakemake, "--directory", str(workdir), *args],
-        cwd=workdir, env=workflow_env(**env), capture_output=True, text=True, timeout=timeout,
-    )
-    (workdir / log).write_text(proc.stdout + proc.stderr)
-    assert proc.returncode == 0, f"snakemake failed ({proc.returncode}):\n{(proc.stdout + proc.stderr)[-6000:]}"
-    return proc
+    """Snakemake in `workdir`, to its end; its output is kept in workdir/`log` (and is the
+    result's stdout)."""
+    return Snakemake(args, workdir, log, **env).wait(timeout)
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ agentic: the grouped analyzer and researcher calls, a two-candidate turn;
 react: the agent's own job; the first task's reference profile, which only
 guided prompts read, is asked for as a target of its own); the eager baseline
 only (the inductor baseline is a timing job like it, compiling for minutes on a
-CPU); short replies; and the embedded model prepared once per session
-(tests/conftest.py), not once per run.
+CPU); short replies; the embedded model prepared once per session
+(tests/conftest.py), not once per run; and the two runs side by side.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from kernelsweep.verdict import SUCCESS_CATEGORIES
-from slurm_helpers import PROFILE, REPO, SLURM_TEST_OPTIONS, run_snakemake, scheduler_view, submitted_jobs
+from slurm_helpers import PROFILE, REPO, SLURM_TEST_OPTIONS, Snakemake, run_snakemake, scheduler_view, submitted_jobs
 
 CONFIG = REPO / "config" / "config.yaml"
 SNAKEFILE = REPO / "Snakefile"
@@ -89,28 +89,40 @@ def smaller_demo(folder: Path, checkpoint: Path, build_cache: Path | None = None
     config["methods"] = {name: config["methods"][name] for name in METHODS}
     config["baseline"]["modes"] = ["eager"]
     # Short replies: the test is about SLURM matching a local run, and every SLURM job loads the
-    # model itself (576-token replies made this test 14 minutes of CI).
-    config["models"]["gemma270m"].update(max_tokens=96, path=str(checkpoint))
+    # model itself (576-token replies made this test 14 minutes of CI). The 270M model writes no
+    # kernel in 96 tokens either (every gemma cell is no_code), so 32, and 16 for the roles' prose:
+    # both runs spend their minutes on ~1-2.6k-token prompts and the recorded row's builds.
+    config["models"]["gemma270m"].update(max_tokens=32, path=str(checkpoint))
+    config["methods"]["agentic"]["role_max_tokens"] = 16
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "demo.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
 
 
+# start_tiny_workflow: test_slurm_profile.py's SLURM run waits on the scheduler beside this test's work.
+@pytest.mark.usefixtures("start_tiny_workflow")
 def test_demo_study_on_slurm_matches_a_local_run(slurm_cluster, embedded_checkpoint, study_build_cache, tmp_path):
     local_dir, slurm_dir = tmp_path / "local", tmp_path / "slurm"
 
     def study(config: Path) -> list[str]:  # targets first: --configfile takes several values
         return [*TARGETS, "-s", str(SNAKEFILE), "--configfile", str(config), "--config", f"tasks={{ids: {TASK_IDS}}}"]
 
-    # The local run builds into the session's study build cache (tests/workflow's studies find
-    # the demo's kernels there); the SLURM run into its own, so its compile jobs build on the node.
-    run_snakemake([*study(smaller_demo(local_dir, embedded_checkpoint, study_build_cache)), "--cores", "2"],
-                  local_dir, timeout=3600)
-    # A `device: cpu` study: timing jobs on the CPU partition, no GPU requested.
-    slurm = [*study(smaller_demo(slurm_dir, embedded_checkpoint)), "--workflow-profile", str(PROFILE),
-             *SLURM_TEST_OPTIONS]
-    run_snakemake(slurm, slurm_dir, timeout=5400, KERNELSWEEP_SLURM_TIMING_GPUS="0")
+    # The two runs go side by side: the SLURM run spends much of its time waiting for the
+    # scheduler's status checks, which the local run fills (the verdicts compared do not
+    # depend on timings). The local run builds into the session's study build cache
+    # (tests/workflow's studies find the demo's kernels there); the SLURM run into its own,
+    # so its compile jobs build on the node.
+    local_run = Snakemake([*study(smaller_demo(local_dir, embedded_checkpoint, study_build_cache)), "--cores", "2"],
+                          local_dir)
+    try:
+        # A `device: cpu` study: timing jobs on the CPU partition, no GPU requested.
+        slurm = [*study(smaller_demo(slurm_dir, embedded_checkpoint)), "--workflow-profile", str(PROFILE),
+                 *SLURM_TEST_OPTIONS]
+        run_snakemake(slurm, slurm_dir, timeout=5400, KERNELSWEEP_SLURM_TIMING_GPUS="0")
+        local_run.wait(timeout=3600)
+    finally:
+        local_run.stop()
 
     local, slurm_verdicts = verdicts(local_dir), verdicts(slurm_dir)
     assert set(slurm_verdicts) == set(local)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from slurm_helpers import HERE, PROFILE, SLURM_TEST_OPTIONS, run_snakemake, scheduler_view, submitted_jobs
+from slurm_helpers import PROFILE, TINY, run_snakemake, scheduler_view, submitted_jobs
 
-SNAKEFILE = HERE / "Snakefile"
+SNAKEFILE = TINY
 TASKS = ["L0-001", "L0-002"]
 STEPS = ["analysis", "brief", "candidate", "build", "eval", "select", "final"]
 # Steps of rules the workflow marks `localrule` (they run beside Snakemake),
@@ -33,11 +33,10 @@ def step_of(path: str) -> str:
 
 @pytest.mark.slurm
 @pytest.mark.slow
-def test_tiny_workflow_runs_as_slurm_jobs_and_matches_a_local_run(slurm_cluster, tmp_path):
-    local_dir, slurm_dir = tmp_path / "local", tmp_path / "slurm"
+def test_tiny_workflow_runs_as_slurm_jobs_and_matches_a_local_run(tiny_workflow_on_slurm, tmp_path):
+    local_dir, slurm_dir = tmp_path / "local", tiny_workflow_on_slurm.workdir
     run_snakemake(["-s", str(SNAKEFILE), "--cores", "2", "--resources", "gpu=1"], local_dir, timeout=300)
-    run_snakemake(["-s", str(SNAKEFILE), "--workflow-profile", str(PROFILE), *SLURM_TEST_OPTIONS],
-                  slurm_dir, timeout=900)
+    tiny_workflow_on_slurm.wait(timeout=900)  # the SLURM run, started by the fixture (conftest.py)
     local, slurm = outputs(local_dir), outputs(slurm_dir)
 
     # Same results, step by step.
