@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from kernelsweep import metrics  # noqa: E402
+from kernelsweep.core import metrics  # noqa: E402
 from kernelsweep.evaluator import settings  # noqa: E402
 from kernelsweep.evaluator.baseline import run_baseline  # noqa: E402
 

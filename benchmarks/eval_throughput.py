@@ -39,7 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from kernelsweep import gpu_slots  # noqa: E402
+from kernelsweep.runtime import gpu_slots  # noqa: E402
 from kernelsweep.evaluator import HarnessError, compile_candidate, evaluate  # noqa: E402
 from kernelsweep.evaluator.settings import EvalSettings  # noqa: E402
 

@@ -21,7 +21,7 @@ sys.path[:0] = [str(REPO / "src"), str(REPO / "tests" / "report")]  # the packag
 
 from synthetic import AGENTIC, ResultsWriter  # noqa: E402
 
-from kernelsweep import verdict  # noqa: E402
+from kernelsweep.core import verdict  # noqa: E402
 
 METHODS = {"zero_shot": {"strategy": "zero_shot", "turns": 1, "n": 1},
            "agentic": dict(AGENTIC, turns=3, n=4), "agentic_no_rag": dict(AGENTIC, turns=3, n=4, researcher=False),

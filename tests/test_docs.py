@@ -62,7 +62,7 @@ def test_the_architecture_names_functions_where_they_are_defined():
 
 
 def test_every_subcommand_module_on_the_architecture_page_is_real():
-    from kernelsweep.cli import SUBCOMMANDS
+    from kernelsweep.commands.cli import SUBCOMMANDS
 
     text = (DOCS / "architecture.md").read_text(encoding="utf-8")
     for command in re.findall(r"`([a-z][a-z-]+)` \(`[\w/.]+", text):

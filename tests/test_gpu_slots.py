@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelsweep import gpu_slots
+from kernelsweep.runtime import gpu_slots
 
 WRAPPER = [sys.executable, "-m", "kernelsweep", "gpu-slots", "run"]
 
@@ -179,7 +179,7 @@ def test_more_slots_than_visible_devices_is_a_clear_error(tmp_path):
 
 HOLDER = r"""
 import sys, time
-from kernelsweep import gpu_slots
+from kernelsweep.runtime import gpu_slots
 claim = gpu_slots.claim_slot(sys.argv[1], ["0"], timeout=10, label="test-holder")
 print(claim.device, flush=True)
 time.sleep(120)
@@ -315,7 +315,7 @@ def test_slots_dir_resolution_and_slurm_scoping(monkeypatch, tmp_path):
 # device's queue, then takes the device with timing_slot() and "times" on it.
 LATE_CHILD = r"""
 import json, os, sys, time
-from kernelsweep import gpu_slots
+from kernelsweep.runtime import gpu_slots
 log_dir, name, warm, hold = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
 warm_start = time.time()
 time.sleep(warm)

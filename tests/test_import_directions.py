@@ -14,16 +14,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "kernelsweep"
 
 # Lowest first. Each layer may import the layers before it, never its own or a later one.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("file formats and small shared pieces (no kernelsweep imports but these)",
-     {"shapes", "fileio", "seeds", "verdict", "metrics", "process_group", "gpu_slots", "schema", "react_trace"}),
-    ("a task's code as the evaluator runs it (precisions, inputs)", {"taskcode"}),
-    ("the run layout: where each file of a study lives", {"layout"}),
+    ("core: the shared vocabulary (categories, metrics, seeds, shapes, files, the config schema)", {"core"}),
+    ("runtime: child processes, device slots, how a child loads task code", {"runtime"}),
     ("one concern each: judge a candidate, profile a reference, call a model, find tasks",
      {"evaluator", "profiling", "models", "tasks"}),
-    ("the study (validated config and matrix) and results already on disk", {"study", "stale", "relayout"}),
+    ("the study: validated config and matrix, the run layout, results already on disk", {"study"}),
     ("what a model is asked (prompts) and what a study found (report)", {"prompting", "report"}),
     ("the workflow's stages and the react agent", {"stages", "agent"}),
-    ("commands", {"cli", "check", "config_docs"}),
+    ("commands: every subcommand, the pre-flight check, the config docs", {"commands"}),
     ("python -m kernelsweep", {"__main__"}),
 ]
 LAYER_OF = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
@@ -32,7 +30,7 @@ DATA = {"demo_tasks"}
 
 
 def unit_of(module: str) -> str:
-    """kernelsweep.report.react -> report; kernelsweep.layout -> layout."""
+    """kernelsweep.report.react -> report; kernelsweep.study.layout -> layout."""
     return module.split(".")[1]
 
 

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from kernelsweep import layout
-from kernelsweep.study import AGENTIC_ROLES
+from kernelsweep.study import layout
+from kernelsweep.study.matrix import AGENTIC_ROLES
 from kernelsweep.tasks.ids import format_task_id, parse_task_id
 
 KEY = {"model": "qwen-7b.v2", "method": "agentic_n8", "task": "L3-1000", "sample": 2, "turn": 1, "cand": 7,

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from kernelsweep import metrics
+from kernelsweep.core import metrics
 
 
 @pytest.mark.parametrize("interval, margin, expected", [

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from kernelsweep.process_group import describe_exit, run_in_group, stop_group
+from kernelsweep.runtime.process_group import describe_exit, run_in_group, stop_group
 
 # A child that starts a grandchild sleeping for a minute, writes the grandchild's
 # pid, then does what the test asks.
@@ -69,7 +69,7 @@ def test_exit_descriptions():
 
 
 def test_orphans_that_left_the_group_are_adopted_and_killed(tmp_path):
-    from kernelsweep.process_group import adopt_orphans, child_pids, kill_adopted
+    from kernelsweep.runtime.process_group import adopt_orphans, child_pids, kill_adopted
 
     assert adopt_orphans()
     spared = set(child_pids())

@@ -331,7 +331,7 @@ def test_under_the_late_claim_the_model_is_built_before_the_device_is_taken(tmp_
     import fcntl
     import threading
 
-    from kernelsweep import gpu_slots
+    from kernelsweep.runtime import gpu_slots
 
     built = tmp_path / "built"
     ref = write(tmp_path, "chain_built.py", ELEMENTWISE.replace(

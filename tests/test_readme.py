@@ -6,7 +6,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from kernelsweep.cli import SUBCOMMANDS
+from kernelsweep.commands.cli import SUBCOMMANDS
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")

@@ -1,13 +1,13 @@
 """Results from before precision was a path part: found, and moved only on
-request to where the run layout puts them (kernelsweep.relayout)."""
+request to where the run layout puts them (kernelsweep.study.relayout)."""
 
 import json
 import os
 
 import pytest
 
-from kernelsweep import layout, relayout
-from kernelsweep.cli import main as cli
+from kernelsweep.study import layout, relayout
+from kernelsweep.commands.cli import main as cli
 
 
 def old_results(root, precision="fp32"):

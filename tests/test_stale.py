@@ -8,7 +8,7 @@ import json
 import pytest
 
 from kernelsweep.models.records import outage
-from kernelsweep.stale import find, move_aside, retired, retired_path
+from kernelsweep.study.stale import find, move_aside, retired, retired_path
 
 
 def failed(message, type_="GenerationFailed"):

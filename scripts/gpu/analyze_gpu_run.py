@@ -2,7 +2,7 @@
 evaluation used and when, whether two evaluations ever shared a device at the
 same time, and whether each candidate's timing in the DAG matches the same
 candidate timed alone (and timed beside a generation load) within the
-measured spread (kernelsweep.metrics.compare_timings: 'tie' = indistinguishable).
+measured spread (kernelsweep.core.metrics.compare_timings: 'tie' = indistinguishable).
 
     python scripts/gpu/analyze_gpu_run.py RESULTS_DIR [--alone DIR] [--loaded DIR] --out summary.json
 """
@@ -14,7 +14,7 @@ import itertools
 import json
 from pathlib import Path
 
-from kernelsweep.metrics import compare_timings
+from kernelsweep.core.metrics import compare_timings
 
 
 def load_evals(results: Path) -> dict[str, dict]:

@@ -1,5 +1,5 @@
 import sys
 
-from kernelsweep.cli import main
+from kernelsweep.commands.cli import main
 
 sys.exit(main())

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelsweep import react_trace as trace
-from kernelsweep.study import resolve_method
+from kernelsweep.core import react_trace as trace
+from kernelsweep.study.matrix import resolve_method
 
 REPO = Path(__file__).resolve().parents[2]
 TASK_FILE = REPO / "src/kernelsweep/demo_tasks/1_Scale_Add_ReLU_Chain.py"

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from agent_scripts import GOOD_KERNEL, block
-from kernelsweep.study import REPO_ROOT
+from kernelsweep.study.matrix import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 

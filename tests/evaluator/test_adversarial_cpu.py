@@ -30,7 +30,7 @@ import pytest
 from evaluator_paths import CPU, FIXTURES, REFERENCES, REPO
 
 ADV = FIXTURES / "adversarial"
-from kernelsweep.verdict import NUMERICALLY_CORRECT as CORRECT  # noqa: E402
+from kernelsweep.core.verdict import NUMERICALLY_CORRECT as CORRECT  # noqa: E402
 
 
 def _adv(run_eval, reference: str, name: str, **overrides) -> dict:

@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available()
 
 ADV = FIXTURES / "adversarial"
 ADV_CUDA = FIXTURES / "adversarial_cuda"
-from kernelsweep.verdict import NUMERICALLY_CORRECT as CORRECT  # noqa: E402
+from kernelsweep.core.verdict import NUMERICALLY_CORRECT as CORRECT  # noqa: E402
 
 
 @pytest.fixture

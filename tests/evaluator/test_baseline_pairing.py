@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from kernelsweep import metrics
+from kernelsweep.core import metrics
 from kernelsweep.evaluator import settings
 from kernelsweep.evaluator.baseline import CPU_SKIPS, run_baseline
 from kernelsweep.report.baselines import Baseline, Comparator, parse_baseline

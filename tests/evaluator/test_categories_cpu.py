@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelsweep.verdict import CATEGORIES, SUCCESS_CATEGORIES
+from kernelsweep.core.verdict import CATEGORIES, SUCCESS_CATEGORIES
 
 # (reference, candidate, expected category); the C++ cases use the shared library build.
 CASES = [

@@ -17,7 +17,7 @@ import pytest
 import torch
 from evaluator_paths import CPU, CUDA, REFERENCES, REPO
 
-from kernelsweep.verdict import SUCCESS_CATEGORIES
+from kernelsweep.core.verdict import SUCCESS_CATEGORIES
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -49,7 +49,7 @@ CASES = [
     ("pair_swapped", "pair_out", CPU / "pair_swapped.py", {"shape_mismatch"}, {}),
     ("pair_out", "pair_out", CPU / "pair_out.py", {"no_custom_kernel"}, {}),
     ("hallucinated_attribute", "add", CPU / "hallucinated_attr.py", {"hallucinated_api"}, {}),
-    # Shape variants (kernelsweep.shapes): the grid sized for the task's N misses the larger variant's tail.
+    # Shape variants (kernelsweep.core.shapes): the grid sized for the task's N misses the larger variant's tail.
     ("grid_for_task_shape", "add_sized", CUDA / "cuda_fixed_grid.py", {"wrong_on_variant"}, {}),
     ("kernel_on_every_shape", "add_sized", CUDA / "cuda_add.py", SUCCESS, {}),
     ("single_shape_passes_it", "add_sized", CUDA / "cuda_fixed_grid.py", SUCCESS, {"shape_variants": 0}),

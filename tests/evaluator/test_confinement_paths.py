@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kernelsweep.study import REPO_ROOT
+from kernelsweep.study.matrix import REPO_ROOT
 
 UNSHARE = shutil.which("unshare")
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from evaluator_paths import CPU, REFERENCES
 
-from kernelsweep import gpu_slots
-from kernelsweep.verdict import SUCCESS_CATEGORIES
+from kernelsweep.runtime import gpu_slots
+from kernelsweep.core.verdict import SUCCESS_CATEGORIES
 
 HOLD_S = 5.0
 

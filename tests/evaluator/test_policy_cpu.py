@@ -84,7 +84,7 @@ def test_a_shape_written_out_still_fails_a_variant(run_eval):
 
 
 def test_only_constants_the_candidate_assigns_as_the_task_does_are_overridden():
-    from kernelsweep import shapes
+    from kernelsweep.core import shapes
 
     source = "batch_size = 16\ndim = 256  # a tile, not the task's dim\nN = 7\n"
     assert shapes.shared_overrides(source, {"batch_size": 16, "dim": 1024}, {"batch_size": 9, "dim": 513}) \

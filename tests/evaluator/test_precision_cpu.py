@@ -5,7 +5,7 @@ and judged with bf16's tolerance (docs/taxonomy.md, "Precision")."""
 from __future__ import annotations
 
 from kernelsweep.evaluator.settings import TOLERANCES
-from kernelsweep.verdict import SUCCESS_CATEGORIES
+from kernelsweep.core.verdict import SUCCESS_CATEGORIES
 
 
 def test_a_kernel_for_every_dtype_is_correct_at_bf16(run_eval):

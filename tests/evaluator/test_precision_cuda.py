@@ -11,7 +11,7 @@ import torch
 from evaluator_paths import CUDA, REFERENCES
 
 from kernelsweep.evaluator.settings import TOLERANCES
-from kernelsweep.verdict import SUCCESS_CATEGORIES
+from kernelsweep.core.verdict import SUCCESS_CATEGORIES
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 

@@ -1,4 +1,4 @@
-"""Shape variants (kernelsweep.shapes) and strict fp32 math modes, end to end
+"""Shape variants (kernelsweep.core.shapes) and strict fp32 math modes, end to end
 on the CPU target: real workers, real C++ builds. A candidate that hard-codes
 the task's shape passes on that shape and is caught on a variant."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from kernelsweep import shapes
-from kernelsweep.verdict import CATEGORIES, CORRECT_ON_TASK_SHAPE, NUMERICALLY_CORRECT
+from kernelsweep.core import shapes
+from kernelsweep.core.verdict import CATEGORIES, CORRECT_ON_TASK_SHAPE, NUMERICALLY_CORRECT
 
 KERNELBENCH_LIKE = """
 import torch

@@ -11,7 +11,7 @@ import pytest
 from kernelsweep.models import ModelSetupError, load_backend
 from kernelsweep.models.corpus import BASELINES, CUDA_L1_TOLERANCE, CorpusError, as_response, read
 from kernelsweep.prompting.extract import extract_code
-from kernelsweep.study import REPO_ROOT, ConfigError, validate_config
+from kernelsweep.study.matrix import REPO_ROOT, ConfigError, validate_config
 
 SHARED = REPO_ROOT.parent / "shared"
 H100 = SHARED / "corpora/cuda-l1/h100.jsonl"
@@ -184,7 +184,7 @@ def test_a_claim_over_torch_compile_needs_that_mode_measured():
 
 
 def test_planning_names_tasks_the_corpus_lacks_and_unreadable_corpora(tmp_path):
-    from kernelsweep.study import load_study
+    from kernelsweep.study.matrix import load_study
 
     corpus = _jsonl(tmp_path, {"task": "L0-001", "code": "x"}, {"task": "L0-003", "code": "y"})
     config = {"results": str(tmp_path / "r"), "device": "cpu", "tasks": {"source": "demo", "levels": [0], "ids": [1, 3]},

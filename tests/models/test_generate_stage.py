@@ -11,7 +11,7 @@ import pytest
 from model_helpers import MESSAGES, chat_reply
 
 from kernelsweep.models.embedded import UPSTREAM_ID
-from kernelsweep.seeds import derive_seed
+from kernelsweep.core.seeds import derive_seed
 
 
 def prompt_file(tmp_path: Path, *, role="generator", n=1, stopped=False, model="m", max_tokens=32, **key) -> Path:

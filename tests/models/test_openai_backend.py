@@ -13,7 +13,7 @@ import pytest
 
 from kernelsweep.models import GenerationFailed, InfrastructureFailure, ModelSetupError, load_backend
 from kernelsweep.models.messages import render_plain_prompt
-from kernelsweep.seeds import seed_for
+from kernelsweep.core.seeds import seed_for
 
 from model_helpers import MESSAGES, chat_reply, make_key
 

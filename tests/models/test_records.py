@@ -1,7 +1,7 @@
 """How response records map to model calls: final.json and the report count
 with the same rule, so their tallies can be compared."""
 
-from kernelsweep.layout import Key
+from kernelsweep.study.layout import Key
 from kernelsweep.models.records import model_calls, token_usage
 from kernelsweep.stages.final import finalize
 

@@ -76,7 +76,7 @@ def test_records_with_candidates_and_bad_lines(tmp_path):
 def test_a_relative_path_is_found_from_another_folder(tmp_path, monkeypatch):
     """The demo config names its recordings relative to the repository; a run in
     another folder (snakemake -s, a SLURM job) gets that path made absolute."""
-    from kernelsweep.study import REPO_ROOT, load_study
+    from kernelsweep.study.matrix import REPO_ROOT, load_study
 
     config = {"device": "cpu", "tasks": {"source": "demo"}, "methods": {"zero_shot": {"strategy": "zero_shot"}},
               "models": {"rec": {"backend": "replay", "path": "src/kernelsweep/demo_tasks/recorded"}}}

@@ -19,7 +19,7 @@ import yaml
 
 from kernelsweep.models import run_server
 from kernelsweep.models.run_server import SharedBackend, attach, read_state, state_path, stop_all
-from kernelsweep.study import REPO_ROOT
+from kernelsweep.study.matrix import REPO_ROOT
 
 MESSAGES = [{"role": "user", "content": "Write a kernel."}]
 CALL = dict(n=1, temperature=0.0, top_p=1.0, max_tokens=8, seed=1)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from kernelsweep.seeds import SEED_BITS, candidate_seeds, derive_seed, seed_for
+from kernelsweep.core.seeds import SEED_BITS, candidate_seeds, derive_seed, seed_for
 
 CELL = ("gemma270m", "agentic", "L2-010", 1, 2)
 
 
 def test_stable_across_processes():
     # A fresh interpreter with a different hash salt must derive the same seed.
-    code = "from kernelsweep.seeds import derive_seed; print(derive_seed('gemma270m', 'agentic', 'L2-010', 1, 2, 3))"
+    code = "from kernelsweep.core.seeds import derive_seed; print(derive_seed('gemma270m', 'agentic', 'L2-010', 1, 2, 3))"
     outputs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                               env={"PYTHONHASHSEED": salt}).stdout.strip() for salt in ("1", "2")}
     assert outputs == {str(derive_seed(*CELL, 3))}

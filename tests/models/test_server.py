@@ -17,7 +17,7 @@ from model_helpers import MESSAGES, make_key
 
 from kernelsweep.models import ModelSetupError, load_backend
 from kernelsweep.models.server import LocalServer, free_port
-from kernelsweep.seeds import seed_for
+from kernelsweep.core.seeds import seed_for
 
 TOKENS = 6
 

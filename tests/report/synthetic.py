@@ -8,8 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from kernelsweep import layout, metrics, verdict
-from kernelsweep.fileio import sha256_text, write_json
+from kernelsweep.core import metrics, verdict
+from kernelsweep.study import layout
+from kernelsweep.core.fileio import sha256_text, write_json
 
 DEVICE_NAME = "Synthetic Device 1"
 PROVENANCE = {"device_name": DEVICE_NAME, "driver": "555.42", "torch": "2.13.0", "cuda": "13.0", "python": "3.11.9"}

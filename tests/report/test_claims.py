@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from synthetic import ResultsWriter, constant, wobbly
 
-from kernelsweep import metrics
+from kernelsweep.core import metrics
 from kernelsweep.report import claims
 from kernelsweep.report.build import build_report
 from kernelsweep.report.collect import collect
@@ -125,7 +125,7 @@ def test_judge_edges(cell, outcome):
 
 
 def test_every_category_has_one_rule():
-    from kernelsweep.verdict import CATEGORIES, SUCCESS_CATEGORIES
+    from kernelsweep.core.verdict import CATEGORIES, SUCCESS_CATEGORIES
 
     ruled = set(claims.REFUTED_BY) | set(claims.NOT_REPRODUCIBLE_BY)
     assert not set(claims.REFUTED_BY) & set(claims.NOT_REPRODUCIBLE_BY)

@@ -5,7 +5,7 @@ a study of one precision gets the report it always had."""
 import pandas as pd
 from synthetic import ResultsWriter, constant
 
-from kernelsweep import metrics
+from kernelsweep.core import metrics
 from kernelsweep.report.build import build_report
 from kernelsweep.report.figures import FIGURES
 from kernelsweep.report.spec import parse_study

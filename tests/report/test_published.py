@@ -7,8 +7,9 @@ import json
 import pytest
 from synthetic import DEVICE_NAME, ResultsWriter, constant, wobbly
 
-from kernelsweep import layout, metrics
-from kernelsweep.fileio import write_json
+from kernelsweep.core import metrics
+from kernelsweep.study import layout
+from kernelsweep.core.fileio import write_json
 from kernelsweep.profiling import roofline
 from kernelsweep.report import published, speedoflight
 from kernelsweep.report.build import build_report

@@ -91,7 +91,7 @@ def test_the_manifest_of_a_resolved_config_is_the_study_the_report_reads(tmp_pat
 
     import yaml
 
-    from kernelsweep.study import REPO_ROOT, validate_config
+    from kernelsweep.study.matrix import REPO_ROOT, validate_config
 
     config = validate_config(yaml.safe_load((REPO_ROOT / "config" / "paper.yaml").read_text()))
     task = tmp_path / "L2-001.json"

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from synthetic import AGENTIC, MODEL, ResultsWriter, constant
 
-from kernelsweep import verdict
+from kernelsweep.core import verdict
 from kernelsweep.report import document, tables
 from kernelsweep.report.collect import collect
 from kernelsweep.report.spec import parse_study

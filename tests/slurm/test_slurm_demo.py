@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kernelsweep.verdict import SUCCESS_CATEGORIES
+from kernelsweep.core.verdict import SUCCESS_CATEGORIES
 from slurm_helpers import PROFILE, REPO, SLURM_TEST_OPTIONS, Snakemake, run_snakemake, scheduler_view, submitted_jobs
 
 CONFIG = REPO / "config" / "config.yaml"

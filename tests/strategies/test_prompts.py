@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from kernelsweep.fileio import sha256_text, write_json
+from kernelsweep.core.fileio import sha256_text, write_json
 from kernelsweep.stages.select import select
 from kernelsweep.prompting.strategies import build_prompt, retrieval_queries
-from kernelsweep import layout
-from kernelsweep.study import STRATEGY_DEFAULTS, resolve_method
+from kernelsweep.study import layout
+from kernelsweep.study.matrix import STRATEGY_DEFAULTS, resolve_method
 
 DEMO = Path(__file__).resolve().parents[2] / "src" / "kernelsweep" / "demo_tasks"
 

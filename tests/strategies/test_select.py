@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelsweep import layout
+from kernelsweep.study import layout
 from kernelsweep.stages.select import select
 
 

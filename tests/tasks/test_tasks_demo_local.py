@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tasks_helpers import run_cli
-from kernelsweep.fileio import sha256_file, sha256_text
+from kernelsweep.core.fileio import sha256_file, sha256_text
 from kernelsweep.tasks import TaskConfigError, TaskSourceError, materialize, plan_task_ids
 from kernelsweep.tasks.demo import DEMO_DIR
 

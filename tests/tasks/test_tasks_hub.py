@@ -10,7 +10,7 @@ import socket
 import pytest
 
 from tasks_helpers import COMMIT, reference, run_cli, write_hub_cache, write_split
-from kernelsweep.fileio import sha256_text
+from kernelsweep.core.fileio import sha256_text
 from kernelsweep.tasks import TaskSourceError, plan_task_ids
 from kernelsweep.tasks.hub import HubSource, find_split_files
 

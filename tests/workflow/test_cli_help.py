@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from kernelsweep.cli import SUBCOMMANDS
+from kernelsweep.commands.cli import SUBCOMMANDS
 
 
 @pytest.mark.parametrize("command", sorted(SUBCOMMANDS))

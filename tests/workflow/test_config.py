@@ -6,7 +6,7 @@ import copy
 import pytest
 import yaml
 
-from kernelsweep.study import REPO_ROOT, ConfigError, load_study, validate_config
+from kernelsweep.study.matrix import REPO_ROOT, ConfigError, load_study, validate_config
 
 
 def demo_config():

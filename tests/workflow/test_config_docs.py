@@ -7,18 +7,18 @@ import re
 import pytest
 import yaml
 
-from kernelsweep import config_docs
+from kernelsweep.commands import config_docs
 from kernelsweep.models import ModelSetupError
 from kernelsweep.models.spec import BACKENDS, backend_schema, normalise
-from kernelsweep.study import REPO_ROOT, ConfigError, load_schema, validate_config
+from kernelsweep.study.matrix import REPO_ROOT, ConfigError, load_schema, validate_config
 from kernelsweep.tasks import selection
 
 README = (REPO_ROOT / "config" / "README.md").read_text(encoding="utf-8")
 
 
 def test_readme_tables_are_the_generated_ones():
-    assert config_docs.tasks_table() in README, "regenerate with: python -m kernelsweep.config_docs"
-    assert config_docs.model_tables() in README, "regenerate with: python -m kernelsweep.config_docs"
+    assert config_docs.tasks_table() in README, "regenerate with: python -m kernelsweep.commands.config_docs"
+    assert config_docs.model_tables() in README, "regenerate with: python -m kernelsweep.commands.config_docs"
 
 
 def test_the_tasks_package_reads_the_schema_keys():

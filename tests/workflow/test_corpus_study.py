@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from kernelsweep.prompting.extract import extract_code
-from kernelsweep.study import REPO_ROOT
+from kernelsweep.study.matrix import REPO_ROOT
 
 RECORDED = REPO_ROOT / "src/kernelsweep/demo_tasks/recorded/zero_shot.jsonl"
 DEMO = REPO_ROOT / "src/kernelsweep/demo_tasks"

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 
-from kernelsweep.study import REPO_ROOT
+from kernelsweep.study.matrix import REPO_ROOT
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 

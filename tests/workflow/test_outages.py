@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kernelsweep.study import REPO_ROOT
+from kernelsweep.study.matrix import REPO_ROOT
 
 SERVER = Path(__file__).with_name("loopback_model.py")
 TASKS = ("L0-001", "L0-002", "L0-003")

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from kernelsweep.study import REPO_ROOT
+from kernelsweep.study.matrix import REPO_ROOT
 
 CELL = "runs/fp32/recorded-demo/zero_shot/L0-001/s0"
 RECORD = f"{CELL}/t0/c0/response.json"

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 from test_dryrun import job_counts
 
-from kernelsweep.study import REPO_ROOT
+from kernelsweep.study.matrix import REPO_ROOT
 
 TASKS = [1, 2]
 

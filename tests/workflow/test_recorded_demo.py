@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kernelsweep.study import REPO_ROOT, load_study
+from kernelsweep.study.matrix import REPO_ROOT, load_study
 
 RECORDED = REPO_ROOT / "src/kernelsweep/demo_tasks/recorded"
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from kernelsweep.study import REPO_ROOT, load_study
+from kernelsweep.study.matrix import REPO_ROOT, load_study
 
 CONFIG = REPO_ROOT / "config" / "replay-published.yaml"
 

@@ -20,8 +20,8 @@ from typing import NamedTuple
 import pytest
 import yaml
 
-from kernelsweep.study import REPO_ROOT
-from kernelsweep.verdict import SUCCESS_CATEGORIES
+from kernelsweep.study.matrix import REPO_ROOT
+from kernelsweep.core.verdict import SUCCESS_CATEGORIES
 
 HERE = Path(__file__).parent / "replay_study"
 KERNEL = (HERE / "fused_chain.py").read_text()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelsweep.study import REPO_ROOT
+from kernelsweep.study.matrix import REPO_ROOT
 
 WORKFLOW_FILES = ["Snakefile", "workflow"]
 

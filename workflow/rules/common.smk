@@ -13,9 +13,9 @@ _SRC = Path(workflow.basedir, "src")
 if str(_SRC) not in sys.path:  # a plain checkout works without `pip install -e .` for planning
     sys.path.insert(0, str(_SRC))
 
-from kernelsweep import layout  # noqa: E402
+from kernelsweep.study import layout  # noqa: E402
 from kernelsweep.models.checkpoint import MARKER as PREPARED_MARKER  # noqa: E402
-from kernelsweep.study import ConfigError, load_study  # noqa: E402
+from kernelsweep.study.matrix import ConfigError, load_study  # noqa: E402
 from kernelsweep.tasks import TaskError  # noqa: E402
 
 try:
@@ -30,7 +30,8 @@ RES = STUDY.results
 # files or the environment is in the Snakefile's onstart, which runs only when
 # jobs are about to run. Checks below are only in the main process: a cluster
 # job parses this file again and must leave results alone.
-from kernelsweep import check as preflight, relayout, stale  # noqa: E402
+from kernelsweep.commands import check as preflight  # noqa: E402
+from kernelsweep.study import relayout, stale
 from kernelsweep.models import run_server  # noqa: E402
 
 # Results from before precision was a path part would be recomputed, not found: stop and say so.
@@ -254,7 +255,7 @@ def prompt_spec(wildcards, role):
     )
 
 
-# The role flags are resolved by the study (kernelsweep.study.resolve_method): a
+# The role flags are resolved by the study (kernelsweep.study.matrix.resolve_method): a
 # method's analyzer/researcher/feedback is true only where the role runs.
 def role_inputs(wildcards, role=None):
     """Files a generator prompt (role None) or an agentic role's prompt reads."""
@@ -368,7 +369,7 @@ REPORT_FIGURE_FILES = [
 # (strategies.smk), which moves the record there. Snakemake reruns a job whose set
 # of inputs changed since it ran, and everything after it; the places are also
 # targets of rule all, for jobs Snakemake has no record of. The moved record stays
-# an input from then on (kernelsweep.stale), so the set does not change again.
+# an input from then on (kernelsweep.study.stale), so the set does not change again.
 # Found in the main process only: in a cluster job the record has been moved already.
 _OUTAGES = {os.path.normpath(p): why for p, why in stale.find(RES)} if workflow.is_main_process else {}
 _RETIRED = {os.path.normpath(p) for p in stale.retired(RES)}

@@ -3,7 +3,7 @@
 One trajectory per cell: the model reasons, calls one of the tools
 (kernelsweep.agent.tools), reads the observation, and goes on until the
 trajectory ends (goal met, a guard stops it, or a limit). Every step is a
-record of the cell's trace (kernelsweep.react_trace), written as it happens;
+record of the cell's trace (kernelsweep.core.react_trace), written as it happens;
 the loop's state is rebuilt from those records (kernelsweep.agent.state), so a
 killed cell resumes without repeating a model call.
 

@@ -23,15 +23,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from kernelsweep import layout
-from kernelsweep import react_trace as trace
+from kernelsweep.study import layout
+from kernelsweep.core import react_trace as trace
 from kernelsweep.agent import protocol
 from kernelsweep.agent.loop import Trajectory, run
 from kernelsweep.agent.model import AgentModel, uses_native
 from kernelsweep.agent.state import State
 from kernelsweep.agent.tools import Context, Toolbox
 from kernelsweep.agent.workspace import Workspace
-from kernelsweep.fileio import dumps, read_json, sha256_text, write_atomic, write_json
+from kernelsweep.core.fileio import dumps, read_json, sha256_text, write_atomic, write_json
 from kernelsweep.models import ModelSetupError
 from kernelsweep.models.records import RESPONSE_SCHEMA
 from kernelsweep.prompting.strategies import KERNEL_LANGUAGE, sampling_params

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kernelsweep.verdict import selection_key
+from kernelsweep.core.verdict import selection_key
 
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:/[^\s:'\"()\[\],]+)+")
 _HEX = re.compile(r"0x[0-9a-fA-F]+")

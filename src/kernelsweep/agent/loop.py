@@ -11,15 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from kernelsweep import react_trace as trace
+from kernelsweep.core import react_trace as trace
 from kernelsweep.agent import guards
 from kernelsweep.agent.protocol import ToolCall
 from kernelsweep.agent.state import State
 from kernelsweep.agent.tools import Toolbox
 from kernelsweep.agent.workspace import Workspace
 from kernelsweep.models import GenerationFailed
-from kernelsweep.seeds import derive_seed
-from kernelsweep.verdict import SUCCESS_CATEGORIES
+from kernelsweep.core.seeds import derive_seed
+from kernelsweep.core.verdict import SUCCESS_CATEGORIES
 
 GOALS = {"correct": lambda r: r.get("category") in SUCCESS_CATEGORIES,
          "faster": lambda r: r.get("category") == "correct_faster",

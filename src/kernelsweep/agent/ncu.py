@@ -1,7 +1,7 @@
 """Nsight Compute metrics for profile(target) on CUDA, when `ncu` is on PATH.
 
 The target's forward runs once under ncu, in its own process group with a time
-limit (kernelsweep.process_group); a few metrics per kernel come back as a
+limit (kernelsweep.runtime.process_group); a few metrics per kernel come back as a
 table under the torch.profiler summary. A failure is one line of the
 observation, never a failed profile: ncu is often unusable (containers without
 counter access)."""
@@ -14,7 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from kernelsweep.process_group import read_tail, run_in_group
+from kernelsweep.runtime.process_group import read_tail, run_in_group
 
 METRICS = {
     "gpu__time_duration.sum": "time",

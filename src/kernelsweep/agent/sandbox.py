@@ -4,7 +4,7 @@ namespaces, the filesystem read-only but for the workspace, the cell's other
 files, /tmp and the build cache hidden, no network, every process it starts
 dying with it).
 
-The worker starts in its own process group (kernelsweep.process_group) in the
+The worker starts in its own process group (kernelsweep.runtime.process_group) in the
 workspace, with a hard wall-clock limit after which the whole group is killed,
 an environment without the pipeline's variables, the workspace as HOME and
 extension build folder, and output kept to a bounded tail. Timing discipline:
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelsweep.evaluator import confine
-from kernelsweep.process_group import describe_exit, read_tail, run_in_group
+from kernelsweep.runtime.process_group import describe_exit, read_tail, run_in_group
 
 KEPT_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "TORCH_CUDA_ARCH_LIST", "CC", "CXX")
 # Device and threading settings pass through, among them the machine's safety switches

@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelsweep.verdict import best_of, selection_key
+from kernelsweep.core.verdict import best_of, selection_key
 
 
 @dataclass

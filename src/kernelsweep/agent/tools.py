@@ -3,7 +3,7 @@
 Every tool sees only the task (reference.py in the workspace), the workspace and
 the docs corpus. Candidate code (run, evaluate, profile of the candidate) runs
 only in child process groups with hard limits, each holding the study's timing
-slot (kernelsweep.gpu_slots): one timing on a device at a time."""
+slot (kernelsweep.runtime.gpu_slots): one timing on a device at a time."""
 
 from __future__ import annotations
 
@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from kernelsweep import layout
+from kernelsweep.study import layout
 from kernelsweep.agent import ncu
 from kernelsweep.agent.guards import normalise_error
 from kernelsweep.agent.protocol import CANDIDATE_FILE, EDITING, TOOLS, ToolCall
 from kernelsweep.agent.sandbox import run_script
 from kernelsweep.agent.workspace import Workspace, WorkspaceError
 from kernelsweep.prompting.distill import distill
-from kernelsweep.fileio import write_json
-from kernelsweep.verdict import SUCCESS_CATEGORIES
+from kernelsweep.core.fileio import write_json
+from kernelsweep.core.verdict import SUCCESS_CATEGORIES
 
 DOCS_K = 3
 
@@ -41,7 +41,7 @@ class Context:
     build_dir: Path
     flags: dict[str, Any]        # the method's flags
     corpus: str | None
-    slots: dict[str, Any]        # {results, gpus, devices} for kernelsweep.gpu_slots
+    slots: dict[str, Any]        # {results, gpus, devices} for kernelsweep.runtime.gpu_slots
     task_sha256: str | None = None
 
 
@@ -63,7 +63,7 @@ def child_env(**values: str) -> Iterator[None]:
 @contextlib.contextmanager
 def device_slot(ctx: Context) -> Iterator[None]:
     """Hold the study's timing slot; point CUDA at the claimed GPU meanwhile."""
-    from kernelsweep import gpu_slots
+    from kernelsweep.runtime import gpu_slots
 
     devices = gpu_slots.slot_devices(ctx.slots.get("gpus"), ctx.slots.get("devices"))
     folder = gpu_slots.resolve_slots_dir(None, ctx.slots["results"], cpu=devices == [gpu_slots.CPU_DEVICE])

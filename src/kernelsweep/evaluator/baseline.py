@@ -14,7 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from kernelsweep import fileio, gpu_slots, metrics
+from kernelsweep.core import fileio, metrics
+from kernelsweep.runtime import gpu_slots
 from kernelsweep.evaluator import classify, sandbox, settings
 from kernelsweep.evaluator.errors import HarnessError
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelsweep.evaluator import diagnostics
-from kernelsweep.verdict import first_category
+from kernelsweep.core.verdict import first_category
 
 CRASH_CUDA_ERRORS = frozenset({
     "cudaErrorIllegalAddress", "cudaErrorMisalignedAddress", "cudaErrorLaunchFailure",

@@ -11,7 +11,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from kernelsweep import fileio
+from kernelsweep.core import fileio
 from kernelsweep.evaluator import settings
 from kernelsweep.evaluator.errors import HarnessError
 
@@ -92,7 +92,7 @@ class Eval:
                                  f"(1e-2 for every precision); docs/taxonomy.md (default {d['tolerance']})")
         parser.add_argument("--shape-variants", type=non_negative_int, default=d["shape_variants"],
                             help="shape variants checked besides the task's shape "
-                                 f"(kernelsweep.shapes; 0: off; default {d['shape_variants']})")
+                                 f"(kernelsweep.core.shapes; 0: off; default {d['shape_variants']})")
         parser.add_argument("--out", type=Path, default=None, help="also write the record here (atomically)")
 
     @staticmethod

@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from kernelsweep.evaluator.errors import HarnessError
-from kernelsweep.taskcode import PACKAGE_ROOT
+from kernelsweep.runtime.taskcode import PACKAGE_ROOT
 
 LAUNCHER = str(Path(__file__).resolve().parent / "untrusted" / "launch.py")
 NAMESPACES, NONE = "namespaces", "none"

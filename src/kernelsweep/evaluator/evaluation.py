@@ -15,7 +15,7 @@
    device buffer it lent, described when a mismatch needs no values, or
    saved to files (untrusted/devicehandoff.py).
    Correct on the task's shape, it is then run on the shape variants
-   (kernelsweep.shapes: the task's size constants rescaled), one call each
+   (kernelsweep.core.shapes: the task's size constants rescaled), one call each
    in the same workers; wrong or failing on one is `wrong_on_variant`.
 4. A correct candidate is timed against the reference: each times its own
    side in its own process, in alternating blocks of calls, on the same
@@ -23,7 +23,7 @@
    while the reference runs.
    After each candidate block the parent picks, at random, which outputs to
    check against the reference. The speedup, its interval and the verdict
-   come from kernelsweep.metrics.compare_timings.
+   come from kernelsweep.core.metrics.compare_timings.
 Each duty is a module of judge/ (correctness, variants, timing, evidence);
 the category comes from judge/verdict.py, a pure function of the evidence
 they gather, and from classify for a candidate's worker that failed. This
@@ -42,7 +42,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from kernelsweep import fileio, gpu_slots, shapes
+from kernelsweep.core import fileio, shapes
+from kernelsweep.runtime import gpu_slots
 from kernelsweep.evaluator import cheats, classify, confine, devices, messages, record, sandbox, settings, source
 from kernelsweep.evaluator.errors import HarnessError
 from kernelsweep.evaluator.judge import correctness, draws, evidence, timing, variants, verdict

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kernelsweep.verdict import NUMERICALLY_CORRECT
+from kernelsweep.core.verdict import NUMERICALLY_CORRECT
 
 SCHEMA = "kernelsweep/eval/2"
 

@@ -24,9 +24,9 @@ from typing import Any
 
 import signal
 
-from kernelsweep import process_group, taskcode
+from kernelsweep.runtime import process_group, taskcode
 from kernelsweep.evaluator import confine, messages, settings
-from kernelsweep.process_group import kill_group
+from kernelsweep.runtime.process_group import kill_group
 
 
 

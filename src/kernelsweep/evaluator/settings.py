@@ -7,8 +7,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelsweep import metrics, shapes
-from kernelsweep.taskcode import PRECISIONS
+from kernelsweep.core import metrics, shapes
+from kernelsweep.runtime.taskcode import PRECISIONS
 
 HARNESS_VERSION = "kernelsweep-evaluator/2"
 
@@ -93,7 +93,7 @@ FALLBACK_PEAK_BYTES_PER_S = {"cuda": 10e12, "cpu": 1e12}
 # bytes of them are kept, but never fewer than two sets (fresh inputs per call).
 TIMING_POOL_BYTES = {"cuda": 4 << 30, "cpu": 512 << 20}
 
-# Shape variants (kernelsweep.shapes): a variant whose inputs exceed both the
+# Shape variants (kernelsweep.core.shapes): a variant whose inputs exceed both the
 # task's own inputs and this many bytes is dropped (a larger shape only where
 # memory allows; both workers hold the task's and the variant's model at once).
 VARIANT_BYTES = {"cuda": 2 << 30, "cpu": 256 << 20}
@@ -156,7 +156,7 @@ class EvalSettings:
     # See candidate_build_dir: "content" trusts every candidate not to poison the cache.
     build_sharing: str = "candidate"
     # Shape variants checked for correctness besides the task's own shape
-    # (kernelsweep.shapes.RULES, the first n; 0 = the task's shape only).
+    # (kernelsweep.core.shapes.RULES, the first n; 0 = the task's shape only).
     shape_variants: int = 2
     # How outputs are compared: a name of TOLERANCE_PROFILES.
     tolerance: str = TOLERANCE_DEFAULT

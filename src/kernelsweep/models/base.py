@@ -80,7 +80,7 @@ class Backend(ABC):
 
         `seed` is the seed of the call (candidate 0); a backend that samples the
         candidates in separate requests seeds candidate i with
-        `kernelsweep.seeds.candidate_seeds(key, n, seed)[i]`. `key` is the cell
+        `kernelsweep.core.seeds.candidate_seeds(key, n, seed)[i]`. `key` is the cell
         identity {model, method, task, sample, turn, role}."""
 
     def close(self) -> None:

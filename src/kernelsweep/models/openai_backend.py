@@ -25,7 +25,7 @@ import httpx
 from kernelsweep.models.base import Backend, Completion, GenerationFailed, InfrastructureFailure, ModelSetupError
 from kernelsweep.models.checkpoint import local_revision, read_marker
 from kernelsweep.models.messages import render_plain_prompt, validate_messages
-from kernelsweep.seeds import candidate_seeds
+from kernelsweep.core.seeds import candidate_seeds
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 MAX_BACKOFF_S = 60.0

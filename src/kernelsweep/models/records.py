@@ -72,7 +72,7 @@ _ANSWERED = re.compile(r"refused the request: HTTP 4(?!08|29)\d\d|^generate\(\) 
 def outage(record: Mapping[str, Any]) -> str | None:
     """Why this record holds an outage rather than a result (None: it is a
     result). Such records were written before outages failed the job; they are
-    stale and must be redone (kernelsweep.stale)."""
+    stale and must be redone (kernelsweep.study.stale)."""
     if record.get("status") != "failed":
         return None
     error = record.get("error")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from kernelsweep.models.base import ModelSetupError
 from kernelsweep.models.checkpoint import locate
-from kernelsweep.process_group import stop_group
+from kernelsweep.runtime.process_group import stop_group
 
 LOOPBACK = "127.0.0.1"
 

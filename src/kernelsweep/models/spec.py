@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelsweep.models.base import ModelSetupError
-from kernelsweep.schema import load_schema
+from kernelsweep.core.schema import load_schema
 
 BACKENDS = ("openai", "transformers", "replay", "corpus")
 

@@ -29,8 +29,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Iterator
 
-from kernelsweep import gpu_slots, taskcode
-from kernelsweep.fileio import dumps, sha256_file, write_json
+from kernelsweep.runtime import gpu_slots, taskcode
+from kernelsweep.core.fileio import dumps, sha256_file, write_json
 from kernelsweep.profiling.record import SCHEMA
 from kernelsweep.profiling.render import render_for_prompt
 
@@ -49,7 +49,7 @@ def profile_reference(reference: str | os.PathLike, device: str, precision: str 
     kernelsweep.profiling.record). Raises ValueError for bad arguments; a
     reference that fails, hangs or crashes gives a record with status 'error'."""
     from kernelsweep.profiling import record
-    from kernelsweep.process_group import describe_exit, read_tail, run_in_group
+    from kernelsweep.runtime.process_group import describe_exit, read_tail, run_in_group
 
     path = Path(reference)
     if not path.is_file():

@@ -19,7 +19,7 @@ import traceback
 import warnings
 from typing import Any
 
-from kernelsweep import taskcode
+from kernelsweep.runtime import taskcode
 
 
 class PhaseError(Exception):
@@ -109,7 +109,7 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
     with phase("import torch"):
         import torch
         from kernelsweep.profiling.device_peaks import cpu_name
-        from kernelsweep.metrics import summarize
+        from kernelsweep.core.metrics import summarize
         from kernelsweep.profiling.counting import count_flops, count_traffic
         from kernelsweep.profiling.events import analyse
 
@@ -193,7 +193,7 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    from kernelsweep.fileio import write_json
+    from kernelsweep.core.fileio import write_json
     request_path, result_path = argv
     with open(request_path, encoding="utf-8") as f:
         request = json.load(f)

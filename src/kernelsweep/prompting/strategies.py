@@ -1,4 +1,4 @@
-"""The strategies as one code path. A method is a set of flags (kernelsweep.study:
+"""The strategies as one code path. A method is a set of flags (kernelsweep.study.matrix:
 profile, competence_rule, turns, n, analyzer, researcher, feedback); this module
 turns a role, the method's flags and the files a turn may read into the exact
 messages sent to the model. zero_shot, guided, iterative and agentic differ only
@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from kernelsweep import layout
+from kernelsweep.study import layout
 from kernelsweep.prompting.distill import distill
-from kernelsweep.fileio import dumps, read_json, sha256_text
-from kernelsweep.study import ROLES
+from kernelsweep.core.fileio import dumps, read_json, sha256_text
+from kernelsweep.study.matrix import ROLES
 from kernelsweep.prompting.templates import device_note, example_candidate, render
 
 KERNEL_LANGUAGE = {"cuda": "CUDA kernels", "cpu": "C++ kernels"}

@@ -25,7 +25,7 @@ def device_note(device: str, precision: str) -> str:
     if precision == "fp32":
         return note
     from kernelsweep.evaluator.settings import TOLERANCES
-    from kernelsweep.taskcode import DTYPE_NAMES
+    from kernelsweep.runtime.taskcode import DTYPE_NAMES
 
     atol, rtol = TOLERANCES[precision]
     tolerance = f"{atol:g}" if atol == rtol else f"{atol:g} / {rtol:g}"

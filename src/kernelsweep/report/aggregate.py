@@ -1,5 +1,5 @@
 """Per-group numbers from the tidy cell table: rates with intervals over tasks,
-fast_p (kernelsweep.metrics.is_fast_p), faster/tie/slower counts and geometric
+fast_p (kernelsweep.core.metrics.is_fast_p), faster/tie/slower counts and geometric
 means. Denominators are always the cells with a final result; missing cells
 never enter them."""
 
@@ -9,7 +9,7 @@ from typing import Any, Iterator
 
 import pandas as pd
 
-from kernelsweep import metrics
+from kernelsweep.core import metrics
 from kernelsweep.report.baselines import BEST_COMPILE
 from kernelsweep.report.spec import StudySpec
 from kernelsweep.report.stats import Estimate, geomean_over_tasks, rate_difference_over_tasks, rate_over_tasks

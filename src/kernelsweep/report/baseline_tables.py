@@ -1,6 +1,6 @@
 """The baselines' own tables: each mode's speedup over eager PyTorch per task, and the
 candidates against each mode per method, every ratio with its 95% interval and the
-faster / tie / slower verdict read from that interval (kernelsweep.metrics)."""
+faster / tie / slower verdict read from that interval (kernelsweep.core.metrics)."""
 
 from __future__ import annotations
 

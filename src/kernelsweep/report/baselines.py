@@ -3,7 +3,7 @@
 Against eager PyTorch the report uses the evaluator's own measurement (reference
 and candidate interleaved in one process). Against every other baseline mode the
 baseline stage timed the mode in another process, so absolute times are not
-comparable; kernelsweep.metrics.anchored_comparison goes through the reference,
+comparable; kernelsweep.core.metrics.anchored_comparison goes through the reference,
 timed in both: (ref / candidate in the evaluator) / (eager / mode in the baseline
 stage), where eager is the one timed interleaved with the mode in the mode's own
 worker (`paired_eager_ms`), else (a record from before pairing, or cudnn-benchmark,
@@ -17,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from kernelsweep import metrics, verdict
+from kernelsweep.core import metrics, verdict
 
 BEST_COMPILE = "compile"  # column prefix of the comparison with the fastest torch.compile mode
 

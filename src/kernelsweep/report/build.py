@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from kernelsweep.fileio import write_atomic
-from kernelsweep.layout import figure_stem
+from kernelsweep.core.fileio import write_atomic
+from kernelsweep.study.layout import figure_stem
 from kernelsweep.report import document
 from kernelsweep.report.claims import figure as claims_figure
 from kernelsweep.report.collect import Collection, collect

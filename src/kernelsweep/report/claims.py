@@ -35,8 +35,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from kernelsweep import layout
-from kernelsweep.fileio import sha256_text
+from kernelsweep.study import layout
+from kernelsweep.core.fileio import sha256_text
 from kernelsweep.models.corpus import MEASURED_BY
 from kernelsweep.report.baselines import column_prefix
 from kernelsweep.report.collect import Collection

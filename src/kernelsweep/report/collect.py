@@ -1,7 +1,7 @@
 """Raw result files -> two tidy tables (one row per candidate, one per expected
 cell) plus the problems found on the way. Reads only the files of
 docs/results.md; nothing here decides what a number means beyond copying the
-evaluator's verdict and comparing timings through kernelsweep.metrics."""
+evaluator's verdict and comparing timings through kernelsweep.core.metrics."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from kernelsweep import layout, verdict
+from kernelsweep.core import verdict
+from kernelsweep.study import layout
 from kernelsweep.models.records import RESPONSE_SCHEMA, call_usage, token_usage
 from kernelsweep.report.baselines import (Baseline, Comparator, baseline_column_names, parse_baseline,
                                           timing_column_names)

@@ -11,8 +11,9 @@ import pandas as pd
 import yaml
 from tabulate import tabulate
 
-from kernelsweep import layout, metrics
-from kernelsweep.layout import figure_stem
+from kernelsweep.core import metrics
+from kernelsweep.study import layout
+from kernelsweep.study.layout import figure_stem
 from kernelsweep.report.collect import FAILED_STATUSES, Collection
 from kernelsweep.report.figures import FIGURES
 from kernelsweep.report.tables import Table, to_markdown
@@ -99,7 +100,7 @@ DEFINITIONS = """## How to read the numbers
   as correct, i.e. also the candidates wrong only on a variant (`wrong_on_variant`). *correct custom kernel*: correct **and** a custom kernel was defined and launched; a correct candidate
   without a launched kernel is plain PyTorch and is counted separately, never as a kernel success.
 - *speedup* = median reference time / median candidate time, with a bootstrap 95% interval over the timing samples
-  (`kernelsweep.metrics`). *faster* / *slower* need the whole interval above 1 + m / below 1/(1 + m), where
+  (`kernelsweep.core.metrics`). *faster* / *slower* need the whole interval above 1 + m / below 1/(1 + m), where
   m = {margin:g} is the study's equivalence margin (`evaluation.equivalence_margin`: reruns move a speedup by more
   than its interval); otherwise it is a *tie*. *fast_p*: a correct custom kernel whose interval lies above p.
 - Against eager PyTorch the speedup is the evaluator's own measurement (reference and candidate interleaved in one

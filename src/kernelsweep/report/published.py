@@ -72,7 +72,7 @@ def _resolve(path: str, base: Path | None) -> Path:
     """As the replay backend finds it (models.replay.resolve_path), the study's
     folder `base` tried first."""
     from kernelsweep.models.replay import resolve_path
-    from kernelsweep.study import REPO_ROOT
+    from kernelsweep.study.matrix import REPO_ROOT
 
     p = Path(os.path.expanduser(os.path.expandvars(path)))
     if base and not p.is_absolute() and (base / p).exists():

@@ -6,7 +6,7 @@ react/trace.jsonl of each react cell; writes tables (markdown + CSV), figures,
 one HTML page per trajectory and an index, and returns the REPORT.md section.
 
 Success is the seed study's: the cell's result compiled and is correct with a
-custom kernel (kernelsweep.verdict.SUCCESS_CATEGORIES), with no speedup required."""
+custom kernel (kernelsweep.core.verdict.SUCCESS_CATEGORIES), with no speedup required."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from typing import Any
 
 import pandas as pd
 
-from kernelsweep import layout
-from kernelsweep import react_trace as trace
-from kernelsweep.fileio import read_json, write_atomic
+from kernelsweep.study import layout
+from kernelsweep.core import react_trace as trace
+from kernelsweep.core.fileio import read_json, write_atomic
 from kernelsweep.report.trajectory_page import render_html
-from kernelsweep.verdict import SUCCESS_CATEGORIES
+from kernelsweep.core.verdict import SUCCESS_CATEGORIES
 
 BROKEN_RECORD_MIN = 3          # the same failing line or error in this many failed attempts
 SUBMISSION_BINS = [(0, 0, "0"), (1, 1, "1"), (2, 2, "2"), (3, 4, "3-4"), (5, 7, "5-7"), (8, 10**9, "8+")]

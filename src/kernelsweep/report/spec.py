@@ -63,7 +63,7 @@ class StudySpec:
 
     @property
     def shape_variants(self) -> int:
-        """The shape variants a candidate must be correct on (kernelsweep.shapes); 0 for a manifest older than them."""
+        """The shape variants a candidate must be correct on (kernelsweep.core.shapes); 0 for a manifest older than them."""
         return int((self.config.get("evaluation") or {}).get("shape_variants", 0))
 
     @property
@@ -73,7 +73,7 @@ class StudySpec:
 
     @property
     def equivalence_margin(self) -> float:
-        """The study's tie margin (kernelsweep.metrics); 0 for a manifest older than it."""
+        """The study's tie margin (kernelsweep.core.metrics); 0 for a manifest older than it."""
         return float((self.config.get("evaluation") or {}).get("equivalence_margin", 0.0))
 
     @property

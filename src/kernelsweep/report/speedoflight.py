@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from kernelsweep import layout
+from kernelsweep.study import layout
 from kernelsweep.profiling.roofline import profile_bound_time_s
 from kernelsweep.report.collect import Collection
 from kernelsweep.report.tables import NA, Part, Table, fmt_speedup

@@ -1,6 +1,6 @@
 """Uncertainty over tasks: percentile bootstrap intervals that resample *tasks*
 (the unit a benchmark samples), with a task's samples kept together. The
-per-candidate timing interval lives in kernelsweep.metrics; this module only
+per-candidate timing interval lives in kernelsweep.core.metrics; this module only
 resamples tasks and reuses metrics' seed, resample count and confidence, and
 metrics.geometric_mean for every geometric mean."""
 
@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from kernelsweep import metrics
+from kernelsweep.core import metrics
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from typing import Any
 import pandas as pd
 from tabulate import tabulate
 
-from kernelsweep import verdict
-from kernelsweep.fileio import write_atomic
+from kernelsweep.core import verdict
+from kernelsweep.core.fileio import write_atomic
 from kernelsweep.report import aggregate
 from kernelsweep.report.aggregate import FAST_P, Summaries, flag, groups, with_result
 from kernelsweep.report.baselines import BEST_COMPILE
@@ -271,7 +271,7 @@ def taxonomy(cells: pd.DataFrame, candidates: pd.DataFrame, spec: StudySpec) -> 
                      "generation_failed": failed_calls, "total": sum(every.values())})
         every_view.append(_row_key(spec, model, method) | every
                           | {"generation failed": failed_calls, "evaluated": sum(every.values())})
-    note = ("Categories of the failure taxonomy in precedence order (kernelsweep.verdict). The first part counts "
+    note = ("Categories of the failure taxonomy in precedence order (kernelsweep.core.verdict). The first part counts "
             "each cell's final result (n = cells with a final result; 'no_candidate' and 'generation_failed' are "
             "cells that ended without an evaluated candidate); missing cells are counted separately and are in no "
             "other column. The second part counts every evaluated candidate of those cells (turns stopped by the "

@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kernelsweep import layout
+from kernelsweep.study import layout
 from kernelsweep.evaluator.settings import TOLERANCE_PROFILES, EvalSettings
-from kernelsweep.fileio import read_json, sha256_file, write_json
+from kernelsweep.core.fileio import read_json, sha256_file, write_json
 from kernelsweep.models.records import outage
 
 _DEFAULTS = EvalSettings()
@@ -138,7 +138,7 @@ def run_evaluate(args) -> int:
 def _harness_guard(step):
     """A harness failure (not the candidate's fault: a broken reference, an
     unusable toolchain) writes no verdict: the job fails with the reason and
-    the cell stays missing, so a rerun retries it. (A full disk, exit 4: kernelsweep.cli.)"""
+    the cell stays missing, so a rerun retries it. (A full disk, exit 4: kernelsweep.commands.cli.)"""
     def main(args) -> int:
         from kernelsweep.evaluator import HarnessError
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelsweep.fileio import read_json, write_json
-from kernelsweep.layout import Key, key_of
+from kernelsweep.core.fileio import read_json, write_json
+from kernelsweep.study.layout import Key, key_of
 from kernelsweep.models.records import call_usage
 from kernelsweep.tasks.ids import parse_task_id
-from kernelsweep.verdict import CATEGORIES
+from kernelsweep.core.verdict import CATEGORIES
 
 
 def finalize(cell: Key, selection: dict[str, Any], responses: list[dict[str, Any]],

@@ -24,15 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from kernelsweep.prompting.extract import extract_code
-from kernelsweep import layout
-from kernelsweep.fileio import dumps, write_atomic, write_json
+from kernelsweep.study import layout
+from kernelsweep.core.fileio import dumps, write_atomic, write_json
 from kernelsweep.models import GenerationFailed, InfrastructureFailure, ModelSetupError, load_backend
 from kernelsweep.models.messages import validate_messages
 from kernelsweep.models.records import RESPONSE_SCHEMA
 from kernelsweep.models.server import raise_on_sigterm
 from kernelsweep.models.spec import normalise
-from kernelsweep.seeds import derive_seed
-from kernelsweep.study import ROLES
+from kernelsweep.core.seeds import derive_seed
+from kernelsweep.study.matrix import ROLES
 KEY_FIELDS = ("model", "method", "task", "sample", "turn")
 
 
@@ -239,7 +239,7 @@ def main(args) -> int:
     except InfrastructureFailure as e:
         print(f"kernelsweep generate: outage, not a result: {e}", file=sys.stderr)
         return 3
-    # A full disk (exit 4) is named by kernelsweep.cli, for every subcommand.
+    # A full disk (exit 4) is named by kernelsweep.commands.cli, for every subcommand.
     key = prompt["key"]
     where = f"{layout.CELL_KEY}/{layout.TURN_DIR}".format(**{"precision": "?", **key})  # "?": a key from before precision
     print(f"{args.out_dir}: {prompt['role']} {where} -> {status}")

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
-from kernelsweep.fileio import read_json, write_json
-from kernelsweep.study import precisions_of
+from kernelsweep.core.fileio import read_json, write_json
+from kernelsweep.study.matrix import precisions_of
 
 
 def manifest(config: Mapping[str, Any], tasks: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """The manifest of a resolved config (kernelsweep.study.validate_config) and its task records."""
+    """The manifest of a resolved config (kernelsweep.study.matrix.validate_config) and its task records."""
     return {
         "ablation_base": config["report"]["ablation_base"],
         "baseline_modes": config["baseline"]["modes"],

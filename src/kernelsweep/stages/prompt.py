@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from kernelsweep.fileio import write_json
+from kernelsweep.core.fileio import write_json
 from kernelsweep.prompting.strategies import build_prompt
 
 

@@ -2,15 +2,15 @@
 
 The previous turn's best is considered first, so a tie keeps the earlier turn and
 a later broken turn can never displace an earlier working one
-(kernelsweep.verdict.selection_key is the one ordering)."""
+(kernelsweep.core.verdict.selection_key is the one ordering)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kernelsweep.fileio import read_json, write_json
-from kernelsweep.layout import key_of
-from kernelsweep.verdict import CATEGORIES, SUCCESS_CATEGORIES, best_of
+from kernelsweep.core.fileio import read_json, write_json
+from kernelsweep.study.layout import key_of
+from kernelsweep.core.verdict import CATEGORIES, SUCCESS_CATEGORIES, best_of
 
 GOALS = {
     "correct": lambda r: r.get("category") in SUCCESS_CATEGORIES,

@@ -18,7 +18,7 @@ import sys
 import time
 import traceback
 
-from kernelsweep import taskcode
+from kernelsweep.runtime import taskcode
 
 state: dict = {
     "stage": "start", "ok": None, "reason": None, "forward": None, "skip_reason": None,

@@ -170,7 +170,7 @@ def _write(args: argparse.Namespace) -> int:
 
 
 def _reference(args: argparse.Namespace) -> int:
-    from kernelsweep.fileio import read_json, write_atomic
+    from kernelsweep.core.fileio import read_json, write_atomic
 
     write_atomic(args.out, read_json(args.task_file)["code"])
     print(f"wrote {args.out}")

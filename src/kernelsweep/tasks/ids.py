@@ -6,8 +6,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kernelsweep.layout import TASK_ID
 from kernelsweep.tasks.errors import TaskConfigError
+
+# Task ids are L{level}-{id:03d}; the run layout's wildcard constraint is this pattern too.
+# (`\d{3}\d*`, not `\d{3,}`: Snakemake reads `{3,}` in a constraint as a wildcard.)
+TASK_ID = r"L(\d+)-(\d{3}\d*)"
 
 _TASK_ID = re.compile(TASK_ID)
 _RANGE = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")

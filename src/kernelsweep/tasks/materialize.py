@@ -6,8 +6,8 @@ import os
 from dataclasses import replace
 from typing import Any, Mapping
 
-from kernelsweep import shapes
-from kernelsweep.fileio import sha256_text, write_json
+from kernelsweep.core import shapes
+from kernelsweep.core.fileio import sha256_text, write_json
 from kernelsweep.tasks.errors import TaskConfigError, TaskInvalidError
 from kernelsweep.tasks.ids import parse_task_id
 from kernelsweep.tasks.problem import Problem

@@ -15,7 +15,7 @@
       names: null                    # optional regex, searched in the problem name
                                      # (e.g. "Conv|GELU"; names look like 19_ReLU)
       scale: 1.0                     # every task's size constants times this (0 < scale <= 4;
-                                     # kernelsweep.shapes.scaled), before profile, baseline, evaluate
+                                     # kernelsweep.core.shapes.scaled), before profile, baseline, evaluate
 
 Relative paths resolve against the repository root; `$VARS` and `~` expand.
 """
@@ -50,7 +50,7 @@ class Selection:
     repo: str = DEFAULT_REPO
     revision: str | None = None
     cache_dir: Path | None = None
-    scale: float = 1.0  # the tasks' size constants times this (kernelsweep.shapes.scaled)
+    scale: float = 1.0  # the tasks' size constants times this (kernelsweep.core.shapes.scaled)
 
     def make_source(self) -> DemoSource | HubSource | LocalSource:
         if self.source == "demo":

@@ -18,8 +18,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from kernelsweep import taskcode
-from kernelsweep.process_group import describe_exit, run_in_group
+from kernelsweep.runtime import taskcode
+from kernelsweep.runtime.process_group import describe_exit, run_in_group
 from kernelsweep.tasks.errors import TaskConfigError, TaskInvalidError
 
 FORWARD_MODES = ("auto", "always", "never")

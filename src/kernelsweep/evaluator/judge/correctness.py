@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelsweep import fileio
+from kernelsweep.core import fileio
 from kernelsweep.evaluator import record, settings
 from kernelsweep.evaluator.errors import HarnessError
 from kernelsweep.evaluator.judge import evidence, verdict

@@ -10,7 +10,7 @@ import math
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from kernelsweep import metrics
+from kernelsweep.core import metrics
 from kernelsweep.evaluator import settings
 
 if TYPE_CHECKING:

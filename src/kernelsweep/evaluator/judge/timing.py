@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kernelsweep import metrics
+from kernelsweep.core import metrics
 from kernelsweep.evaluator import settings, source, trusted_clock
 from kernelsweep.evaluator.judge import correctness, draws, evidence
 

@@ -1,4 +1,4 @@
-"""The shape variants (kernelsweep.shapes: the task's size constants
+"""The shape variants (kernelsweep.core.shapes: the task's size constants
 rescaled): a candidate correct on the task's shape is called once on each
 variant the reference could run, in the same workers; wrong or failing on
 one is `wrong_on_variant`."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from kernelsweep import shapes
+from kernelsweep.core import shapes
 from kernelsweep.evaluator import settings
 from kernelsweep.evaluator.judge import correctness, evidence, verdict
 

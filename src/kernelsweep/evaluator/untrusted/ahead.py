@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from kernelsweep import taskcode
+from kernelsweep.runtime import taskcode
 from kernelsweep.evaluator.untrusted import frame
 from kernelsweep.evaluator.untrusted.buildhooks import BuildHooks
 

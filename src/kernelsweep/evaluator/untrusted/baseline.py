@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from kernelsweep import taskcode
+from kernelsweep.runtime import taskcode
 from kernelsweep.evaluator import settings
 from kernelsweep.evaluator.untrusted import clock as timing
 from kernelsweep.evaluator.untrusted import frame

@@ -18,7 +18,7 @@ uses it (take_device). Commands:
   signals (inputs mutated or aliased, an output's storage reused, changed
   after return, not a plain dense tensor); one call, chosen by the parent, runs
   with the extension's results perturbed;
-- variant: one call on a shape variant (kernelsweep.shapes): the reference
+- variant: one call on a shape variant (kernelsweep.core.shapes): the reference
   module executed with the variant's size constants, and the candidate's too
   where it assigns them as the reference does; ModelNew built from the
   variant's init inputs; the task-shape model stays the timed one;
@@ -40,7 +40,8 @@ from typing import Any
 
 import torch
 
-from kernelsweep import shapes, taskcode
+from kernelsweep.core import shapes
+from kernelsweep.runtime import taskcode
 from kernelsweep.evaluator import settings
 from kernelsweep.evaluator.untrusted import (devicehandoff, frame, guard, hooks, kernels, machine, mathmodes,
                                           outputfiles, seeding, trees)

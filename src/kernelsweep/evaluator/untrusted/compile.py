@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kernelsweep import taskcode
+from kernelsweep.runtime import taskcode
 from kernelsweep.evaluator.untrusted import frame
 from kernelsweep.evaluator.untrusted.buildhooks import BuildHooks
 

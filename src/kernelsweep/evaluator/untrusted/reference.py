@@ -8,7 +8,7 @@ its weights' digests to the parent, for the record), then the correctness
 trials on the evaluation's secret seeds, their outputs saved privately; whether those outputs are constant, near
 zero, or so small that zeros would pass the tolerance (degenerate).
 On request, after the candidate passed its trials, one shape variant at a time
-(kernelsweep.shapes; `variant`): the module executed again with
+(kernelsweep.core.shapes; `variant`): the module executed again with
 its size constants replaced, Model built from that variant's init inputs
 under the same seed (init inputs to the shared directory), one
 call on the variant's secret seed, its output saved privately; a variant the
@@ -40,7 +40,8 @@ from typing import Any
 
 import torch
 
-from kernelsweep import shapes, taskcode
+from kernelsweep.core import shapes
+from kernelsweep.runtime import taskcode
 from kernelsweep.evaluator import compare
 from kernelsweep.evaluator.untrusted import devicehandoff, frame, machine, mathmodes, outputfiles, seeding, trees
 from kernelsweep.evaluator.untrusted.clock import Clock

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from kernelsweep import taskcode
+from kernelsweep.runtime import taskcode
 from kernelsweep.evaluator.untrusted.trees import map_tensors, to_device
 
 

@@ -2,7 +2,7 @@
 profile/{device}/{task}.json, baseline/{device}/{task}.json) are not where the
 workflow looks now, so it would recompute them. The workflow stops instead
 (`legacy_note`), and `kernelsweep relayout` moves them, on request, to where
-the run layout (kernelsweep.layout) puts them for the precision they were
+the run layout (kernelsweep.study.layout) puts them for the precision they were
 evaluated at: read from their records, or given with --precision. Nothing is
 recomputed and nothing is deleted; logs and benchmarks stay where they are.
 """
@@ -14,8 +14,8 @@ import os
 import sys
 from pathlib import Path
 
-from kernelsweep import layout
-from kernelsweep.taskcode import PRECISIONS
+from kernelsweep.study import layout
+from kernelsweep.runtime.taskcode import PRECISIONS
 
 _PER_DEVICE = ("profile", "baseline")  # the first part of layout.PROFILE and layout.BASELINE
 

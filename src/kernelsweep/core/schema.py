@@ -1,5 +1,5 @@
 """The config schema, workflow/schemas/config.schema.yaml: read once per process
-and shared by the study (kernelsweep.study) and the model entries
+and shared by the study (kernelsweep.study.matrix) and the model entries
 (kernelsweep.models.spec), which both sit above this module. Callers read it and
 never change it (defaults are copied out of it)."""
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 

@@ -1,13 +1,13 @@
 """The key tables of config/README.md, generated from workflow/schemas/config.schema.yaml
 so the two cannot drift (tests/workflow/test_config_docs.py compares them). Print
-them with `python -m kernelsweep.config_docs`."""
+them with `python -m kernelsweep.commands.config_docs`."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from kernelsweep.models.spec import BACKENDS, backend_schema
-from kernelsweep.schema import load_schema
+from kernelsweep.core.schema import load_schema
 
 
 def _value(value: Any) -> str:

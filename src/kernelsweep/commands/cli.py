@@ -30,10 +30,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "react": ("kernelsweep.agent.cell", "run one cell of the tool-using agent (react), resuming its trace"),
     "report": ("kernelsweep.report.cli", "aggregate raw results into tables, figures and REPORT.md"),
     "manifest": ("kernelsweep.stages.manifest", "write the study file the report reads"),
-    "gpu-slots": ("kernelsweep.gpu_slots", "run a command on a claimed GPU/CPU timing slot"),
-    "relayout": ("kernelsweep.relayout", "move results from before precision was a path part to where they belong"),
+    "gpu-slots": ("kernelsweep.runtime.gpu_slots", "run a command on a claimed GPU/CPU timing slot"),
+    "relayout": ("kernelsweep.study.relayout", "move results from before precision was a path part to where they belong"),
     "confinement": ("kernelsweep.evaluator.confine", "can candidate workers be confined here? (a run checks first)"),
-    "check": ("kernelsweep.check", "before a run: does every configured model answer, is the results disk usable"),
+    "check": ("kernelsweep.commands.check", "before a run: does every configured model answer, is the results disk usable"),
 }
 
 
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(module.main(args) or 0)
     except OSError as error:  # every subcommand: a full disk is named, not a traceback
-        from kernelsweep.fileio import storage_fault
+        from kernelsweep.core.fileio import storage_fault
 
         if storage_fault(error) is None:
             raise

@@ -20,7 +20,7 @@ import json
 import os
 from pathlib import Path
 
-from kernelsweep import layout
+from kernelsweep.study import layout
 from kernelsweep.models.records import outage
 
 FAILED = b'"failed"'  # a cheap byte test before parsing: almost every record is "ok"

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from kernelsweep.models.corpus import MEASURED_BY
-from kernelsweep.schema import REPO_ROOT, load_schema
-from kernelsweep.taskcode import PRECISIONS
+from kernelsweep.core.schema import REPO_ROOT, load_schema
+from kernelsweep.runtime.taskcode import PRECISIONS
 
 # Every model call has a role: the generator writes candidates; the agentic roles
 # (each switched on by the method flag of its name) inform it.

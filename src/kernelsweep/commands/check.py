@@ -22,8 +22,8 @@ from typing import Any
 
 import yaml
 
-from kernelsweep.fileio import free_bytes
-from kernelsweep.study import REPO_ROOT, ConfigError, load_study
+from kernelsweep.core.fileio import free_bytes
+from kernelsweep.study.matrix import REPO_ROOT, ConfigError, load_study
 from kernelsweep.tasks import TaskError
 
 LOW_DISK_BYTES = 1 << 30  # below this, a warning: one study writes logs, builds and results
@@ -152,8 +152,8 @@ def disk_note(results: str) -> str | None:
 
 def check_results(results: str) -> tuple[bool, str]:
     """The results folder exists (or can be made), takes a write and holds no
-    results from before precision was a path part (kernelsweep.relayout)."""
-    from kernelsweep.fileio import storage_fault, write_atomic
+    results from before precision was a path part (kernelsweep.study.relayout)."""
+    from kernelsweep.core.fileio import storage_fault, write_atomic
 
     folder = Path(results)
     probe = folder / f".kernelsweep-check-{uuid.uuid4().hex}"
@@ -163,7 +163,7 @@ def check_results(results: str) -> tuple[bool, str]:
     except OSError as e:
         return False, f"cannot write to {folder}: {storage_fault(e) or e}"
     probe.unlink()
-    from kernelsweep import relayout
+    from kernelsweep.study import relayout
 
     if relayout.legacy_paths(folder):  # the workflow would stop on them (common.smk)
         return False, relayout.legacy_note(folder).removeprefix("kernelsweep: ")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 # Where this kernelsweep lives (.../src or site-packages): first on a child's
 # sys.path, so a child imports this same kernelsweep, installed or not.
-PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 DTYPE_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}  # precision -> torch dtype name
@@ -40,7 +40,7 @@ def load_module(path: str | os.PathLike, name: str, *, register: bool,
     sys.modules (some code needs that, e.g. dataclasses and pickling); a
     reference is not, so a candidate cannot find it by name. `constants`:
     a task's module-level size constants replaced before it runs (a shape
-    variant, kernelsweep.shapes)."""
+    variant, kernelsweep.core.shapes)."""
     spec = importlib.util.spec_from_file_location(name, str(path))
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
@@ -48,7 +48,7 @@ def load_module(path: str | os.PathLike, name: str, *, register: bool,
     if register:
         sys.modules[name] = module
     if constants:
-        from kernelsweep import shapes
+        from kernelsweep.core import shapes
 
         source = shapes.substitute(Path(path).read_text(encoding="utf-8"), constants)
         exec(compile(source, str(path), "exec"), module.__dict__)  # noqa: S102

@@ -9,7 +9,7 @@ so `str.format` fills them in Python and Snakemake fills them in rules.
 Precision is a path part of every cell, profile and baseline, also in a study
 of one precision: a cell's folder always says what it was evaluated at, and
 adding a precision to a study later moves nothing. Results written before
-(runs/{model}/…) are found by `kernelsweep.relayout` and moved only on request."""
+(runs/{model}/…) are found by `kernelsweep.study.relayout` and moved only on request."""
 
 from __future__ import annotations
 
@@ -17,11 +17,9 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kernelsweep.taskcode import PRECISIONS
+from kernelsweep.runtime.taskcode import PRECISIONS
+from kernelsweep.tasks.ids import TASK_ID
 
-# Task ids are L{level}-{id:03d}; kernelsweep.tasks.ids formats and parses them with this.
-# (`\d{3}\d*`, not `\d{3,}`: Snakemake reads `{3,}` in a constraint as a wildcard.)
-TASK_ID = r"L(\d+)-(\d{3}\d*)"
 
 # Snakemake wildcard constraints of the path parts (model and method: the study's names).
 WILDCARDS = {"task": TASK_ID, "sample": r"\d+", "turn": r"\d+", "cand": r"\d+", "device": r"cpu|cuda",
@@ -55,7 +53,7 @@ REACT_DIR = "react"  # in a react cell's folder: its trajectory (kernelsweep.age
 REACT_TRACE = f"{REACT_DIR}/trace.jsonl"
 CAND_FILES = (RESPONSE, CANDIDATE, BUILD, EVAL)
 
-# Outage records of earlier versions, moved aside (kernelsweep.stale): the path they had under {results}.
+# Outage records of earlier versions, moved aside (kernelsweep.study.stale): the path they had under {results}.
 STALE = "stale"
 
 STUDY_MANIFEST = "report/study.json"

@@ -1,0 +1,1 @@
+"""The command line: every subcommand in one table, the pre-flight check, the config docs."""
