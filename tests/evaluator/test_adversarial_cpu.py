@@ -574,3 +574,30 @@ def test_a_kernel_that_does_the_work_has_its_share(run_eval, cpu_library):
     r = run_eval("vector_add", "cpp_add", timing_trials=20)
     assert r["custom_kernel"] and "kernel_share_low" not in r["flags"], (_why(r), r["kernel_evidence"])
     assert r["kernel_evidence"]["share"] > 0.5
+
+
+def test_family5_one_message_past_the_cap(run_eval):
+    """Family 5 (channel flooded): one correctly stamped, well-formed message
+    twice the per-message cap is a protocol violation (never parsed), the
+    candidate's fault, even when its real outputs are right."""
+    r = _adv(run_eval, "add", "flood_report_line")
+    assert r["category"] == "cheat" and "report_tampered" in r["flags"], _why(r)
+
+
+def test_family6_escaped_process_holding_the_report_pipe(run_eval, tmp_path):
+    """Family 6 (judge blocked): the forward never returns and a process that
+    left the worker's group holds the report pipe open. The watchdog's kill
+    ends the wait all the same: a timeout verdict within the run limit and
+    the drain grace, not a wait as long as the sleeper's, and no survivor."""
+    marker = _marker()
+    candidate = _from_template("escape_holding_pipes", tmp_path, MARKER=marker)
+    try:
+        started = time.monotonic()
+        r = run_eval("add", candidate, timeout_s=20.0)
+        elapsed = time.monotonic() - started
+        assert r["category"] == "timeout", _why(r)
+        assert elapsed < 300, f"the evaluation waited {elapsed:.0f} s on a pipe held by an escaped process"
+        time.sleep(2.0)
+        assert _processes_with(marker) == []
+    finally:
+        _kill_ours(marker)

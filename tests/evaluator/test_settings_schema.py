@@ -53,3 +53,30 @@ def test_baseline_modes_have_one_definition():
     assert tuple(claimed) == corpus.BASELINES == tuple(corpus.MEASURED_BY)
     assert set(corpus.MEASURED_BY.values()) <= set(settings.BASELINE_MODES)
     assert set(settings.COMPILE_MODES) | set(settings.UNPAIRED_MODES) <= set(settings.BASELINE_MODES)
+
+
+def test_schema_baseline_defaults_are_the_baseline_settings_defaults():
+    """The workflow's `baseline` section, `kernelsweep baseline` and run_baseline share
+    settings.BaselineSettings' defaults (one home)."""
+    import argparse
+    import inspect
+
+    from kernelsweep.evaluator import baseline
+    from kernelsweep.evaluator.cli import Baseline
+
+    schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
+    section = schema["properties"]["baseline"]["properties"]
+    defaults = {f.name: f.default for f in fields(settings.BaselineSettings)}
+    for key, spec in section.items():
+        assert key in defaults, f"schema key baseline.{key} is not a BaselineSettings field"
+        default = tuple(spec["default"]) if isinstance(spec["default"], list) else spec["default"]
+        assert default == defaults[key], (key, default, defaults[key])
+    signature = inspect.signature(baseline.run_baseline).parameters
+    for key, value in defaults.items():
+        got = signature[key].default
+        assert (tuple(got) if key == "modes" else got) == value, key
+    parser = argparse.ArgumentParser()
+    Baseline.configure(parser)
+    args = parser.parse_args(["ref.py"])
+    assert (tuple(args.modes), args.timing_trials, args.warmup, args.timeout) == (
+        defaults["modes"], defaults["timing_trials"], defaults["warmup"], defaults["timeout_s"])

@@ -20,6 +20,7 @@ from kernelsweep.evaluator import classify, sandbox, settings
 from kernelsweep.evaluator.errors import HarnessError
 
 SCHEMA = "kernelsweep/baseline/1"
+DEFAULTS = settings.BaselineSettings()
 LOOKAHEAD = 2  # mode workers warming beyond the one that times (each holds the model on the host)
 CPU_SKIPS = {"inductor-reduce-overhead": "reduce-overhead captures CUDA graphs; on the CPU it has no meaning",
              "cuda-graph": "CUDA graphs need a CUDA device; on the CPU the mode has no meaning",
@@ -27,8 +28,8 @@ CPU_SKIPS = {"inductor-reduce-overhead": "reduce-overhead captures CUDA graphs; 
 
 
 def run_baseline(reference: Path, *, device: str = "cuda", precision: str = "fp32",
-                 modes: tuple[str, ...] | list[str] = settings.BASELINE_MODES, timing_trials: int = 100,
-                 warmup: int = 5, timeout_s: float = 600.0, task: str | None = None,
+                 modes: tuple[str, ...] | list[str] = DEFAULTS.modes, timing_trials: int = DEFAULTS.timing_trials,
+                 warmup: int = DEFAULTS.warmup, timeout_s: float = DEFAULTS.timeout_s, task: str | None = None,
                  log_dir: Path | None = None) -> dict[str, Any]:
     if device not in settings.DEVICES:
         raise HarnessError(f"device must be one of {', '.join(settings.DEVICES)}, not {device!r}")

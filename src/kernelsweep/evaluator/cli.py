@@ -16,6 +16,7 @@ from kernelsweep.evaluator import settings
 from kernelsweep.evaluator.errors import HarnessError
 
 DEFAULTS = {f.name: f.default for f in fields(settings.EvalSettings)}
+BASELINE = settings.BaselineSettings()
 
 
 def _number(kind: type, accept, rule: str):
@@ -160,11 +161,12 @@ class Baseline:
         parser.add_argument("reference", type=Path, metavar="REFERENCE.py")
         parser.add_argument("--device", choices=settings.DEVICES, default=DEFAULTS["device"])
         parser.add_argument("--precision", choices=settings.PRECISIONS, default=DEFAULTS["precision"])
-        parser.add_argument("--modes", type=_modes, default=list(settings.BASELINE_MODES),
+        parser.add_argument("--modes", type=_modes, default=list(BASELINE.modes),
                             help="comma-separated, from " + ",".join(settings.BASELINE_MODES))
-        parser.add_argument("--timing-trials", type=positive_int, default=DEFAULTS["timing_trials"])
-        parser.add_argument("--warmup", type=non_negative_int, default=DEFAULTS["warmup"])
-        parser.add_argument("--timeout", type=positive_float, default=600.0, help="limit per mode, seconds (default 600)")
+        parser.add_argument("--timing-trials", type=positive_int, default=BASELINE.timing_trials)
+        parser.add_argument("--warmup", type=non_negative_int, default=BASELINE.warmup)
+        parser.add_argument("--timeout", type=positive_float, default=BASELINE.timeout_s,
+                            help=f"limit per mode, seconds (default {BASELINE.timeout_s:g})")
         parser.add_argument("--task", default=None, help="task id recorded in the result (default: file stem)")
         parser.add_argument("--log-dir", type=Path, default=None)
         parser.add_argument("--out", type=Path, default=None, help="also write the record here (atomically)")

@@ -171,6 +171,7 @@ class Worker:
         self._outcome: Outcome | None = None
         self._timeout_phase: str | None = None
         self._killed = False
+        self._exited_at: float | None = None  # when a wait first saw the process gone
         self._proc: subprocess.Popen | None = None
         self._control_w: int | None = None
         self._threads: list[threading.Thread] = []
@@ -252,6 +253,7 @@ class Worker:
     def _read_reports(self, fd: int) -> None:
         buf = b""
         received = 0
+        overlong = False  # inside a line already longer than MESSAGE_CAP_BYTES: dropped to its end
         try:
             while True:
                 chunk = os.read(fd, 1 << 16)
@@ -259,22 +261,35 @@ class Worker:
                     break
                 received += len(chunk)
                 if received > settings.REPORT_CAP_BYTES:
-                    with self._lock:
-                        self._violations += 1
+                    self._violation()
                     continue  # keep draining so the child never blocks on us
                 buf += chunk
                 while b"\n" in buf:
                     line, buf = buf.split(b"\n", 1)
-                    self._handle(line)
+                    if overlong:
+                        overlong = False  # the end of the line already counted
+                    else:
+                        self._handle(line)
+                if len(buf) > settings.MESSAGE_CAP_BYTES:
+                    if not overlong:
+                        self._violation()
+                    overlong, buf = True, b""
         except OSError:
             pass
         finally:
             os.close(fd)
-        if buf.strip():
+        if buf.strip() and not overlong:
             self._handle(buf)
+
+    def _violation(self) -> None:
+        with self._lock:
+            self._violations += 1
 
     def _handle(self, line: bytes) -> None:
         now = time.monotonic()
+        if len(line) > settings.MESSAGE_CAP_BYTES:
+            self._violation()
+            return
         msg = messages.parse(line, self._nonce)
         with self._lock:
             if msg is None:
@@ -321,41 +336,49 @@ class Worker:
 
     # ---- control -----------------------------------------------------------
     def _ended(self) -> bool:
-        """The process has exited and every report it sent has been read."""
-        return self._proc.poll() is not None and not any(t.is_alive() for t in self._threads[1:])
+        """The process has exited and every report it sent has been read, or
+        it exited DRAIN_GRACE_S ago: a process it started outside its group
+        may hold the report pipe open, and nothing it sends is awaited."""
+        if self._proc.poll() is None:
+            return False
+        if self._exited_at is None:
+            self._exited_at = time.monotonic()
+        return (not any(t.is_alive() for t in self._threads[1:])
+                or time.monotonic() - self._exited_at > settings.DRAIN_GRACE_S)
+
+    def _await(self, ready, timeout: float | None) -> bool:
+        """Wait until ready() (checked under the lock); False when the worker
+        ended first or the deadline passed. Every wait has one: TIMEOUT, or
+        the worker's own limits plus WAIT_GRACE_S (the watchdog has killed it
+        by then; this also ends a wait on a pipe that something it started
+        still holds open)."""
+        if timeout is None:
+            timeout = self.run_limit_s + self.build_limit_s + settings.WAIT_GRACE_S
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not ready():
+                left = deadline - time.monotonic()
+                if self._ended() or left <= 0:
+                    return False
+                self._changed.wait(min(0.05, left))
+            return True
 
     def hello(self) -> bool:
         """Wait for a worker started with await_go to say it is warm; False
         when it ended first (its failure shows at reply(0))."""
-        with self._changed:
-            while not self._hello:
-                if self._ended():
-                    return False
-                self._changed.wait(0.05)
-            return True
+        return self._await(lambda: self._hello, None)
 
     def reached(self, phase: str) -> bool:
         """Wait until the worker reports PHASE; False when it ended first."""
-        with self._changed:
-            while phase not in self._phases:
-                if self._ended():
-                    return False
-                self._changed.wait(0.05)
-            return True
+        return self._await(lambda: phase in self._phases, None)
 
     def reply(self, seq: int, timeout: float | None = None) -> dict | None:
         """The worker's reply to command `seq` (0: its setup); None when the
         worker ended (or the wait timed out) without one, or when its reply
         broke the protocol (messages.py; counted as a violation)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._changed:
-            while seq not in self._replies:
-                if self._ended():
-                    return None
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return None
-                self._changed.wait(0.05 if left is None else min(0.05, left))
+        if not self._await(lambda: seq in self._replies, timeout):
+            return None
+        with self._lock:
             return self._replies[seq]
 
     def send(self, op: str, **args: Any) -> int:

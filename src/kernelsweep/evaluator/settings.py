@@ -102,8 +102,16 @@ VARIANT_BYTES = {"cuda": 2 << 30, "cpu": 256 << 20}
 # the rest is counted and dropped so that a flood cannot fill the disk.
 LOG_CAP_BYTES = 4 << 20
 LOG_EXCERPT_BYTES = 4000
-# The private report channel accepts at most this much from one child.
+# The private report channel accepts at most this much from one child, and at
+# most MESSAGE_CAP_BYTES in one message (a longer line is a violation, skipped
+# unparsed: the parent never decodes an unbounded line).
 REPORT_CAP_BYTES = 16 << 20
+MESSAGE_CAP_BYTES = 1 << 20
+# A wait on a worker (its hello, a phase, a reply) ends at the worker's own
+# limits plus WAIT_GRACE_S, and DRAIN_GRACE_S after the worker exited: a process
+# it started outside its group may hold the report pipe open.
+WAIT_GRACE_S = 30.0
+DRAIN_GRACE_S = 5.0
 
 DEFAULT_CUDA_ARCH = "9.0"
 
@@ -193,6 +201,20 @@ class EvalSettings:
     @property
     def rtol(self) -> float:
         return self.profile.bounds[self.precision][1]
+
+
+@dataclass(frozen=True)
+class BaselineSettings:
+    """Everything a reference's baseline timing depends on besides the
+    reference and the device. Its defaults are the only defaults: `kernelsweep
+    baseline`, run_baseline and the workflow schema's `baseline` section take
+    them from here (tests/evaluator/test_settings_schema.py checks the schema)."""
+
+    modes: tuple[str, ...] = BASELINE_MODES
+    timing_trials: int = 100
+    warmup: int = EvalSettings.warmup
+    # Per mode, in its own worker: max-autotune's compile and autotuning included.
+    timeout_s: float = 1800.0
 
 
 def cpu_memory_limit(explicit: int | None) -> int:
