@@ -1,5 +1,5 @@
 """The messages that cross the trust boundary upward (evaluator/messages.py):
-each kind's declared fields, and the candidate's replies by command, checked
+each kind's declared fields, and each worker's replies by command, checked
 from plain data; what breaks them is a violation."""
 
 from __future__ import annotations
@@ -82,3 +82,45 @@ def test_well_formed_replies(command, payload):
 ])
 def test_malformed_replies_are_violations(command, payload):
     assert messages.reply_violation(REPLIES, command, payload)
+
+
+CASE = {"name": "trial0", "seed": 7, "mutates_inputs": False, "aliases_inputs": False, "output_bytes": 64}
+MANIFEST = {"status": "ok", "trials": [CASE], "probes": [], "constant": False, "near_zero": False,
+            "degenerate": False, "atol": 1e-4, "device_info": {"device_name": "cpu"}, "flush_bytes": 0,
+            "input_bytes": 128, "weights": {"w": [[4], "float32", "ab"]}, "rounding": None,
+            "rounding_off": None, "seconds": {"keep": 0.0}, "output_slots": {"trial0": [None]}}
+RESULT = {"ok": True, "kind": None, "message": None, "max_abs_diff": 0.0, "max_rel_diff": 0.0, "margin": 0.1}
+
+
+@pytest.mark.parametrize("command, payload", [
+    ("setup", MANIFEST),
+    ("setup", dict(MANIFEST, handoff={"bytes": 4096}, rounding=[1e-7], constant=True,
+                   probes=[dict(CASE, name="probe_nan", inputs="probe_nan_in.pt")])),
+    ("setup", {"status": "ok", "crowded_out": 2**33, "message": "CUDA out of memory"}),
+    ("judge", {"status": "ok", "results": [RESULT, {"ok": False, "unreadable": "EOFError", "tampered": False}],
+               "seconds": {"load": 0.1}}),
+    ("judge", {"status": "ok", "results": [dict(RESULT, ok=False, kind="values", max_abs_diff=float("inf"))]}),
+    ("variant", {"status": "ok", "variant": {"name": "v0", "dropped": "too large"}}),
+    ("variant", {"status": "ok", "variant": {"name": "v0", "seed": 3, "constants": {"N": 8}, "mutates_inputs": False,
+                                              "narrowed": "groups"}}),
+    ("block", {"status": "ok", "ms": [0.5, 0.25]}),
+    ("warmup", {"status": "ok"}),
+    ("outputs", {"status": "ok"}),
+])
+def test_the_reference_own_replies_pass(command, payload):
+    assert messages.reply_violation(messages.REFERENCE_REPLIES, command, payload) is None
+
+
+@pytest.mark.parametrize("command, payload", [
+    ("setup", {"status": "ok"}),                                       # neither a manifest nor crowded out
+    ("setup", dict(MANIFEST, trials=[dict(CASE, output_bytes="64")])),
+    ("setup", dict(MANIFEST, atol="1e-4")),
+    ("setup", dict(MANIFEST, handoff={"bytes": None})),
+    ("judge", {"status": "ok", "results": [{"kind": "values"}]}),      # no verdict in a comparison
+    ("judge", {"status": "ok", "results": [dict(RESULT, max_abs_diff="0")]}),
+    ("variant", {"status": "ok", "variant": {"name": "v0"}}),          # neither run nor dropped
+    ("block", {"status": "ok", "ms": [True]}),
+    ("trials", {"status": "ok", "trials": []}),                        # the reference is never asked
+])
+def test_a_reference_reply_not_as_declared_is_a_violation(command, payload):
+    assert messages.reply_violation(messages.REFERENCE_REPLIES, command, payload)

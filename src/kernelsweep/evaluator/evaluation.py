@@ -151,7 +151,7 @@ class Evaluation:
         return Worker(_WORKERS + name, config, log_path=self.logs / f"{name}.log", cwd=work / name,
                       run_limit_s=self.cfg.timeout_s, build_limit_s=self.cfg.compile_timeout_s, env=env,
                       label=name, confinement=spec, pass_fds=() if fd is None else (fd,),
-                      replies=messages.CANDIDATE_REPLIES if confined else None)
+                      replies=messages.CANDIDATE_REPLIES if confined else messages.REFERENCE_REPLIES)
 
     @contextmanager
     def spent(self, stage: str) -> Iterator[None]:
@@ -410,6 +410,10 @@ class Evaluation:
         if reply is None:
             ref.abort()
             outcome = ref.wait()
+            if outcome.violations:  # alive, but its reply (or another line) broke messages.REFERENCE_REPLIES
+                raise HarnessError(f"the reference's worker broke the protocol while {doing} "
+                                   f"({outcome.violations} message(s) not as declared in messages.py); "
+                                   f"its log ends: {outcome.log_excerpt[-600:]}", log=outcome.log)
             failure = classify.classify_outcome(outcome) or classify.classify_exit(outcome)
             why = f"{failure.category}: {failure.message}" if failure else "no reply"
             raise HarnessError(f"the reference's worker died while {doing} ({why}){_disk_note(ref)}; "

@@ -1,12 +1,15 @@
 """What crosses the trust boundary upward, declared once: the lines a worker
-writes on its report pipe (each an envelope: a kind and its fields) and the
-candidate's replies to each command (the fields the parent reads from them).
+writes on its report pipe (each an envelope: a kind and its fields) and each
+worker's replies to each command (the fields the parent reads from them).
 The parent reads every worker's stream through `parse` (sandbox.Worker), and
-the candidate's replies through `reply_violation`; the whole stream is capped
-at settings.REPORT_CAP_BYTES (sandbox.py). What breaks these rules is a
-protocol violation, the sending worker's fault: from the candidate's worker,
-flag `report_tampered`, a cheat (evaluation.py), since the harness's own
-frame never sends one. Fields not declared are carried, never read."""
+every reply through `reply_violation`; the whole stream is capped at
+settings.REPORT_CAP_BYTES and one message at settings.MESSAGE_CAP_BYTES
+(sandbox.py). What breaks these rules is a protocol violation, the sending
+worker's fault: from the candidate's worker, flag `report_tampered`, a cheat
+(evaluation.py), since the harness's own frame never sends one; from the
+reference's worker (which reads the candidate's output files), no reply, a
+harness error (evaluation.py: `Evaluation.reference_ok`). Fields not
+declared are carried, never read."""
 
 from __future__ import annotations
 
@@ -68,7 +71,18 @@ class Shape:
         return None
 
 
-def shaped(shape: Shape) -> Check:
+@dataclass(frozen=True)
+class OneOf:
+    """A message of one of several shapes (a reply that is either a result
+    or a declared refusal)."""
+    shapes: tuple[Shape, ...]
+
+    def violation(self, message: dict[str, Any]) -> str | None:
+        whys = [shape.violation(message) for shape in self.shapes]
+        return None if None in whys else " and ".join(f"({why})" for why in whys)
+
+
+def shaped(shape: Shape | OneOf) -> Check:
     return lambda value: isinstance(value, dict) and shape.violation(value) is None
 
 
@@ -108,7 +122,7 @@ _BUILDS = {"builds": list_of(shaped(Shape({"ok": ANY}, {"seconds": optional(NUMB
 _SIGNALS = {name: ANY for name in ("mutates_inputs", "aliases_inputs", "reuses_output_storage",
                                    "changed_after_return", "plain")}
 _LAUNCH = Shape(optional={"share": optional(NUMBER)})
-CANDIDATE_REPLIES: dict[str, Shape] = {
+CANDIDATE_REPLIES: dict[str, Shape | OneOf] = {
     "setup": Shape(optional=_BUILDS),
     "construct": Shape(optional=_BUILDS),
     "trials": Shape({"trials": list_of(shaped(Shape({"name": STR, **_SIGNALS})))}, _BUILDS),
@@ -122,7 +136,34 @@ CANDIDATE_REPLIES: dict[str, Shape] = {
 }
 
 
-def reply_violation(replies: dict[str, Shape], command: str | None, payload: dict[str, Any]) -> str | None:
+# The reference's replies with status "ok" (untrusted/reference.py; "setup": its manifest,
+# or the candidate's process crowding it out of the device's memory).
+_CASE = {"name": STR, "seed": INT, "mutates_inputs": BOOL, "output_bytes": INT}
+_MANIFEST = Shape({"trials": list_of(shaped(Shape(_CASE))),
+                   "probes": list_of(shaped(Shape({**_CASE, "inputs": STR}))),
+                   "constant": BOOL, "degenerate": BOOL, "atol": NUMBER, "flush_bytes": INT, "input_bytes": INT,
+                   "weights": OBJECT, "device_info": OBJECT},
+                  {"rounding": optional(list_of(NUMBER)), "rounding_off": optional(STR),
+                   "handoff": shaped(Shape({"bytes": INT})), "handoff_off": STR, "output_slots": OBJECT,
+                   "seconds": OBJECT})
+_CROWDED_OUT = Shape({"crowded_out": INT, "message": STR})
+_COMPARISON = Shape({"ok": BOOL}, {"max_abs_diff": optional(NUMBER), "max_rel_diff": optional(NUMBER),
+                                   "margin": optional(NUMBER), "kind": optional(STR), "message": optional(STR),
+                                   "unreadable": STR, "tampered": BOOL, "same_as_first": BOOL})
+_VARIANT = OneOf((Shape({"name": STR, "dropped": STR}, {"crowded_out": INT}),
+                  Shape({"name": STR, "seed": INT, "constants": OBJECT},
+                        {"rounding": optional(list_of(NUMBER)), "rounding_off": STR, "narrowed": STR})))
+REFERENCE_REPLIES: dict[str, Shape | OneOf] = {
+    "setup": OneOf((_MANIFEST, _CROWDED_OUT)),
+    "judge": Shape({"results": list_of(shaped(_COMPARISON))}, {"seconds": OBJECT}),
+    "variant": Shape({"variant": shaped(_VARIANT)}),
+    "warmup": Shape(),
+    "block": Shape({"ms": list_of(NUMBER)}),
+    "outputs": Shape(),
+}
+
+
+def reply_violation(replies: dict[str, Shape | OneOf], command: str | None, payload: dict[str, Any]) -> str | None:
     """Why a reply breaks the protocol, or None. Only an "ok" reply is
     shaped here; a failure's reply is read by classify.py. A reply to a
     command never sent, or to one without a declared reply, is a violation."""
