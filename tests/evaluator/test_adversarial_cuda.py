@@ -224,3 +224,36 @@ def test_a_cuda_kernel_that_does_the_work_has_its_share(run_cuda):
     """The look-alike: a CUDA kernel over every element."""
     r = run_cuda("vector_add", FIXTURES / "cuda" / "cuda_add.py")
     assert r["custom_kernel"] and r["kernel_evidence"]["share"] > 0.5, (_why(r), r["kernel_evidence"])
+
+
+def _windows(r: dict) -> dict:
+    windows = (r.get("timing") or {}).get("windows")
+    print("windows", r["category"], windows)  # shown with -rA: the trusted clock's figures on this GPU
+    return windows or {}
+
+
+def test_cuda_work_deferred_into_a_replaced_copy_never_runs(run_cuda):
+    """Issue 34 on a GPU: forward returns an empty output; the sum would run
+    when the harness copies the output (Tensor.clone replaced). The harness
+    copies through the method it captured first: the output is what forward
+    returned."""
+    r = run_cuda("slow_add", ADV / "defer_into_harness.py", timing_trials=40)
+    _windows(r)
+    assert r["category"] == "wrong_output", _why(r)
+    _never_forged(r)
+
+
+def test_cuda_work_deferred_into_a_profile_hook_is_a_cheat(run_cuda):
+    r = run_cuda("slow_add", ADV / "defer_into_profile_hook.py", timing_trials=40)
+    _windows(r)
+    assert r["category"] == "cheat" and "interpreter_hooks" in r["flags"], _why(r)
+    _never_forged(r)
+
+
+def test_cuda_an_honest_candidate_has_no_hidden_time(run_cuda):
+    """The look-alike: the same row-by-row sum inside forward (64 launches a
+    call): its windows are recorded and not flagged."""
+    r = run_cuda("slow_add", ADV / "honest_slow_add.py", timing_trials=40)
+    windows = _windows(r)
+    assert "timing_unaccounted" not in r["flags"] and not windows.get("unaccounted"), windows
+    assert r["correct"], _why(r)

@@ -73,7 +73,7 @@ def cuda_builds(build_dir, tmp_path_factory) -> dict:
 def _brief(r: dict) -> str:
     error = (r.get("error") or {}).get("message") or ""
     return (f"{r['category']} flags={r.get('flags')} speedup={r.get('speedup')} gpu_s={r.get('gpu_s')} "
-            f"wall_s={r.get('wall_s')} err={error[:160]!r}")
+            f"wall_s={r.get('wall_s')} windows={(r.get('timing') or {}).get('windows')} err={error[:160]!r}")
 
 
 def test_compile_step(cuda_builds):
