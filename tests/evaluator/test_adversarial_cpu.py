@@ -547,6 +547,18 @@ def test_work_deferred_into_a_profile_hook_is_a_cheat(run_eval):
     _never_forged(r)
 
 
+def test_time_moved_into_a_finalizer_is_charged(run_eval):
+    """Issue 34: right outputs, no hook, but 10 ms of each call's work runs
+    in a finalizer after the timer stopped. The parent's window around each
+    block sees it: flagged, and charged to every timed call, so the
+    candidate's time is what the parent saw pass (not ~1x the reference)."""
+    r = _adv(run_eval, "add", "defer_into_finalizer", timing_trials=40)
+    windows = r["timing"]["windows"]
+    assert r["category"] == "no_custom_kernel" and "timing_unaccounted" in r["flags"], (_why(r), windows)
+    assert windows["charged_ms_per_call"] > 5 and r["runtime_ms"]["median"] > 5, windows
+    assert r["faster"] is False and r["timing_verdict"] == "slower", _why(r)
+
+
 def test_an_honest_candidate_has_no_hidden_time(run_eval):
     """The look-alike: the same row-by-row sum computed inside forward."""
     r = _adv(run_eval, "slow_add", "honest_slow_add", timing_trials=40)

@@ -1,9 +1,9 @@
 """The parent's own clock around each timed block (evaluator/trusted_clock.py):
 hidden time is what the candidate's claimed times and the harness's own
-work (the reference's block on the same inputs) cannot explain; judged only
-above the claimed time and the noise."""
+work (the reference's block on the same inputs) cannot explain; judged, and
+charged to every timed call, only beyond the noise."""
 
-from kernelsweep.evaluator.trusted_clock import Block, audit
+from kernelsweep.evaluator.trusted_clock import Block, audit, charged
 
 
 def _blocks(windows, claimed, calls=4):
@@ -16,6 +16,7 @@ def test_an_honest_candidate_hides_nothing():
     got = audit(ref, cand)
     assert not got["unaccounted"] and abs(got["hidden_ms_per_call"]) < 0.5
     assert 1.0 < got["trusted_ms_per_call"] < 1.5
+    assert charged([1.2, 1.3], got) == [1.2, 1.3]  # nothing charged within the noise
 
 
 def test_work_moved_out_of_the_timed_spans_is_judged():
@@ -24,6 +25,17 @@ def test_work_moved_out_of_the_timed_spans_is_judged():
     got = audit(ref, cand)
     assert got["unaccounted"] and got["hidden_ms_per_call"] > 4
     assert got["trusted_ms_per_call"] > 4  # the time the candidate really takes per call
+    assert got["charged_ms_per_call"] == got["hidden_ms_per_call"]
+    assert min(charged([0.1] * 4, got)) > 4  # judged at the time the parent saw pass
+
+
+def test_a_modest_deferral_is_charged_though_under_the_claimed_time():
+    """Half of a 2 ms call moved out of the timed span (a 2x fake, under any
+    speedup bound): above the noise, so charged, though not above the claim."""
+    ref = _blocks([50, 50.4, 50, 50.4], [5, 5, 5, 5])  # 30 ms of harness work per block of 4
+    cand = _blocks([38, 39, 38, 40], [1, 1, 1, 1])    # claims 1 ms a call, its blocks show 2
+    got = audit(ref, cand)
+    assert got["unaccounted"] and 0.9 < got["charged_ms_per_call"] < 1.3
 
 
 def test_noise_alone_is_never_judged():

@@ -156,8 +156,9 @@ def run(ev: Evaluation, ref: Worker, cand: Worker, manifest: dict[str, Any]) -> 
         ev.record["kernel_evidence"]["share"] = evidence.work_share(ev.trial_signals)
     audit = trusted_clock.audit(ref_windows, cand_windows)
     ev.record.setdefault("timing", {})["windows"] = audit
-    if audit["unaccounted"]:
+    if audit["unaccounted"]:  # judged by the parent's clock: the hidden time is the candidate's
         ev.flags.append("timing_unaccounted")
+        cand_ms = trusted_clock.charged(cand_ms, audit)
     if not synchronized and _slowed(ev, ref_ms, alone):
         _blame_slowdown(ev, ref, cand, blocks[:max(1, BLAME_CALLS // size)], alone)
     ev.stage_s["timing"] = round(time.monotonic() - t_start, 3)
