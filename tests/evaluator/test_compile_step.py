@@ -99,3 +99,17 @@ def test_a_build_in_forward_is_built_ahead_not_in_the_hold(tmp_path):
     judged = evaluate(reference, candidate, build_dir=plain_dir, **options)
     assert [(b["name"], b["cached"], b["in_hold"]) for b in judged["builds"]] == [("ks_fixture_lazy", False, True)]
     assert judged["build_in_hold_s"] > 0
+
+
+@pytest.mark.slow
+def test_a_build_behind_a_device_test_is_built_ahead(tmp_path):
+    """A candidate that builds only when its inputs are on a GPU (`if
+    x.is_cuda:`, as CUDA-L1's L1-047 does): for the CUDA target the step that
+    builds ahead answers that test as a GPU would (its tensors are on the meta
+    device), so the build is done before the device is held. Checked without
+    a GPU: the kernel is C++, the step never touches a device."""
+    record = compile_candidate(CPU / "cpp_add_lazy_guarded.py", device="cuda", build_dir=tmp_path / "b",
+                               reference=REFERENCES / "add.py", log_dir=tmp_path, timeout_s=600)
+    assert record["category"] is None and record["builds"] == []  # nothing is built at import
+    built = record["ahead"]["builds"]
+    assert [(b["name"], b["ok"]) for b in built] == [("ks_fixture_lazy_guarded", True)], record["ahead"]

@@ -9,7 +9,9 @@ all on PyTorch's meta device: shapes without data, no GPU, no arithmetic. That
 runs the candidate's own Python down to its build calls, which the build hooks
 send to the same content-keyed cache the evaluation reads. On the CUDA target
 `torch.cuda.is_available()` answers True here (the GPUs are only hidden from
-this worker): candidates commonly build only behind that test.
+this worker), and every meta tensor answers `is_cuda` True: candidates
+commonly build only behind one of these tests (CUDA-L1's L1-047 behind
+`x.is_cuda`).
 
 It decides nothing. What stops it after (or before) the builds — a kernel that
 meta tensors cannot feed, a crash, the run limit — is no one's verdict: the
@@ -31,6 +33,8 @@ from kernelsweep.evaluator.untrusted.buildhooks import BuildHooks
 
 def _pretend_a_device() -> None:
     torch.cuda.is_available = lambda: True
+    # Tensor's own property shadows the C one for every tensor here (all on the meta device).
+    torch.Tensor.is_cuda = property(lambda self: self.is_meta or self.device.type == "cuda")
 
 
 def body(ctx: frame.WorkerContext) -> dict[str, Any]:
