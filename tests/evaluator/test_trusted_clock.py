@@ -13,7 +13,7 @@ def _blocks(windows, claimed, calls=4):
 def test_an_honest_candidate_hides_nothing():
     ref = _blocks([50, 52, 49, 51], [5, 5, 5, 5])       # 20 ms claimed, ~30 ms of harness work per block
     cand = _blocks([35, 36, 34, 35], [1.2, 1.2, 1.2, 1.2])
-    got = audit(ref, cand)
+    got = audit(ref, cand, charge=True)
     assert not got["unaccounted"] and abs(got["hidden_ms_per_call"]) < 0.5
     assert 1.0 < got["trusted_ms_per_call"] < 1.5
     assert charged([1.2, 1.3], got) == [1.2, 1.3]  # nothing charged within the noise
@@ -22,7 +22,7 @@ def test_an_honest_candidate_hides_nothing():
 def test_work_moved_out_of_the_timed_spans_is_judged():
     ref = _blocks([50, 52, 49, 51], [5, 5, 5, 5])
     cand = _blocks([50, 51, 50, 52], [0.1, 0.1, 0.1, 0.1])  # claims 0.1 ms, its blocks take as long as the reference's
-    got = audit(ref, cand)
+    got = audit(ref, cand, charge=True)
     assert got["unaccounted"] and got["hidden_ms_per_call"] > 4
     assert got["trusted_ms_per_call"] > 4  # the time the candidate really takes per call
     assert got["charged_ms_per_call"] == got["hidden_ms_per_call"]
@@ -34,7 +34,7 @@ def test_a_modest_deferral_is_charged_though_under_the_claimed_time():
     speedup bound): above the noise, so charged, though not above the claim."""
     ref = _blocks([50, 50.4, 50, 50.4], [5, 5, 5, 5])  # 30 ms of harness work per block of 4
     cand = _blocks([38, 39, 38, 40], [1, 1, 1, 1])    # claims 1 ms a call, its blocks show 2
-    got = audit(ref, cand)
+    got = audit(ref, cand, charge=True)
     assert got["unaccounted"] and 0.9 < got["charged_ms_per_call"] < 1.3
 
 
@@ -43,9 +43,20 @@ def test_noise_alone_is_never_judged():
     of milliseconds between blocks; a few ms of difference decides nothing."""
     ref = _blocks([60, 90, 45, 120, 70, 85], [2] * 6)
     cand = _blocks([75, 80, 95, 60, 100, 70], [0.5] * 6)
-    got = audit(ref, cand)
+    got = audit(ref, cand, charge=True)
     assert not got["unaccounted"] and got["noise_ms_per_call"] > 2
 
 
 def test_no_blocks_no_judgement():
-    assert audit([], [])["unaccounted"] is False
+    assert audit([], [], charge=True)["unaccounted"] is False
+
+
+def test_on_a_gpu_hidden_time_is_flagged_not_charged():
+    """CUDA events time the device: an extension's host work before its launch
+    is hidden behind the cache flush in every event-timed benchmark, and shows
+    here (~0.1 ms a call for honest kernels on an H100)."""
+    ref = _blocks([50, 50.4, 50, 50.4], [5, 5, 5, 5])
+    cand = _blocks([38, 39, 38, 40], [1, 1, 1, 1])
+    got = audit(ref, cand, charge=False)
+    assert got["unaccounted"] and got["charged_ms_per_call"] == 0.0
+    assert charged([1.0, 1.1], got) == [1.0, 1.1]

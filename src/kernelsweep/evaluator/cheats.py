@@ -38,11 +38,12 @@ FLAGS = {f.name: f for f in (
     Flag("interpreter_hooks", CHEAT, "candidate worker, after each call and before saving outputs",
          "a profile, trace or monitoring hook was set while the harness's own code ran: candidate code "
          "running inside the harness's copying or saving of outputs"),
-    # Judged by charging, not by a verdict: the hidden time is added to every timed call, so the
-    # speed is the parent's clock's (trusted_clock.py); honest candidates stay far inside the bound.
+    # Judged by charging, not by a verdict: on the CPU the hidden time is added to every timed call
+    # (trusted_clock.py); on a GPU informational (an extension's host work before its launch shows).
     Flag("timing_unaccounted", INFO, "parent, its own clock around each timed block",
          "the candidate's blocks took more time than their claimed calls and the harness's work explain "
-         "(work moved out of the timed spans, beyond the noise): the hidden time is charged to every timed call"),
+         "(work moved out of the timed spans, beyond the noise): on the CPU the hidden time is charged to "
+         "every timed call"),
     Flag("excessive_speedup", CHEAT, "parent, timing",
          "beyond the configured speedup bound, or faster than writing the output allows"),
     Flag("reference_modified", CHEAT, "parent", "the reference file changed during the evaluation"),

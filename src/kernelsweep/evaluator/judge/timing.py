@@ -154,11 +154,11 @@ def run(ev: Evaluation, ref: Worker, cand: Worker, manifest: dict[str, Any]) -> 
         return ev.candidate_stopped(cand, report)
     if extension_used and cfg.device == "cpu":
         ev.record["kernel_evidence"]["share"] = evidence.work_share(ev.trial_signals)
-    audit = trusted_clock.audit(ref_windows, cand_windows)
+    audit = trusted_clock.audit(ref_windows, cand_windows, charge=cfg.device == "cpu")
     ev.record.setdefault("timing", {})["windows"] = audit
-    if audit["unaccounted"]:  # judged by the parent's clock: the hidden time is the candidate's
+    if audit["unaccounted"]:
         ev.flags.append("timing_unaccounted")
-        cand_ms = trusted_clock.charged(cand_ms, audit)
+        cand_ms = trusted_clock.charged(cand_ms, audit)  # on the CPU, judged by the parent's clock
     if not synchronized and _slowed(ev, ref_ms, alone):
         _blame_slowdown(ev, ref, cand, blocks[:max(1, BLAME_CALLS // size)], alone)
     ev.stage_s["timing"] = round(time.monotonic() - t_start, 3)
