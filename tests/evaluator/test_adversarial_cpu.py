@@ -577,8 +577,9 @@ def test_a_kernel_in_name_only_is_not_a_custom_kernel(run_eval, tmp_path, use):
     r = run_eval("vector_add", _from_template("kernel_in_name_only", tmp_path, USE=use), timing_trials=20)
     assert r["category"] == "no_custom_kernel" and "kernel_share_low" in r["flags"], \
         (_why(r), r["kernel_evidence"])
+    # Not _never_forged: PyTorch does the same work as the reference here, so "faster" is noise
+    # (1.3x once, on 2 cores under the whole CI); the credit it must not get is a kernel's.
     assert r["kernel_evidence"]["share"] < 0.1 and r["custom_kernel"] is False
-    _never_forged(r)
 
 
 def test_a_kernel_that_does_the_work_has_its_share(run_eval, cpu_library):
