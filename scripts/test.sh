@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Set up (scripts/bootstrap.sh) and run the whole test suite, in two tiers:
-#   1. the fast tier, every test not marked `slow` (minutes): a broken basic
-#      fails here, and the slow tier is not started;
+#   1. the fast tier, every test not marked `slow` (minutes; two pytest workers,
+#      each taking whole files): a broken basic fails here, and the slow tier is
+#      not started;
 #   2. the slow tier, the tests marked `slow` (real model, whole studies, the
-#      SLURM cluster, the evaluator's confined workers).
+#      SLURM cluster, the evaluator's confined workers); its SLURM tests, which
+#      mostly wait on the scheduler, run as a pytest of their own beside the rest
+#      (their output follows the rest's).
 # With arguments, one pytest run with them instead (e.g. `./scripts/test.sh
 # tests/workflow -k killed`). Either way a run that collects no test fails
 # (pytest's exit 5), and each pytest run ends with its summary line.
@@ -43,10 +46,17 @@ tier() {
     >/dev/null 2>&1 &
 prepare_pid=$!
 rc=0
-tier fast -m "not slow" || rc=$?
+tier fast -m "not slow" -n 2 --dist loadfile || rc=$?
 if [ "$rc" -ne 0 ]; then
     kill "$prepare_pid" 2>/dev/null || true  # no slow tier: its checkpoint is not needed
     exit "$rc"
 fi
 wait "$prepare_pid" || true
-tier slow -m slow
+slurm_log=$(mktemp /tmp/kernelsweep-slurm-tier-XXXXXX.log)
+tier slurm -m "slow and slurm" > "$slurm_log" 2>&1 &
+slurm_pid=$!
+tier slow -m "slow and not slurm" || rc=$?
+wait "$slurm_pid" || rc=$((rc ? rc : $?))
+cat "$slurm_log"
+rm -f "$slurm_log"
+exit "$rc"
