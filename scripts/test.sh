@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Set up (scripts/bootstrap.sh) and run the whole test suite, in two tiers:
-#   1. the fast tier, every test not marked `slow` (minutes; two pytest workers,
-#      each taking whole files): a broken basic fails here, and the slow tier is
-#      not started;
+#   1. the fast tier, every test not marked `slow` (minutes): a broken basic
+#      fails here, and the slow tier is not started;
 #   2. the slow tier, the tests marked `slow` (real model, whole studies, the
-#      SLURM cluster, the evaluator's confined workers); its SLURM tests, which
-#      mostly wait on the scheduler, run as a pytest of their own beside the rest
-#      (their output follows the rest's).
+#      SLURM cluster, the evaluator's confined workers).
+# Each tier runs on two pytest workers (pytest-xdist, `--dist loadgroup`): one
+# file's tests on one worker, all the SLURM cluster's on one (tests/conftest.py);
+# one worker alone used ~1 of the 2 cores (26 min of CPU in 27.5 min).
 # With arguments, one pytest run with them instead (e.g. `./scripts/test.sh
 # tests/workflow -k killed`). Either way a run that collects no test fails
 # (pytest's exit 5), and each pytest run ends with its summary line.
@@ -17,6 +17,7 @@ cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
 export KERNELSWEEP_SHARED=${KERNELSWEEP_SHARED:-$(cd .. && pwd)/shared}
 PYTEST=(.venv/bin/python -m pytest -q -ra --durations=15)
+XDIST=(-n 2 --dist loadgroup)
 
 if [ $# -gt 0 ]; then
     exec "${PYTEST[@]}" "$@"
@@ -36,27 +37,18 @@ tier() {
     return "$rc"
 }
 
-# The fast tier leaves a core mostly idle (one pytest process): the embedded model's
-# checkpoint, which the slow tier's model tests and the SLURM demo need, is prepared
-# beside it (a minute or two on a fresh machine, a no-op once cached; the same call and
-# cache as the session fixture in tests/conftest.py, which finds it ready). Waited for
-# before the slow tier, whose timing tests want both cores; a failure here is the
-# fixture's to report.
+# The embedded model's checkpoint, which the slow tier's model tests and the SLURM demo
+# need, is prepared beside the fast tier (a minute or two on a fresh machine, a no-op once
+# cached; the same call and cache as the session fixture in tests/conftest.py, which finds
+# it ready) and waited for before the slow tier; a failure here is the fixture's to report.
 .venv/bin/python -c 'from kernelsweep.models.embedded import cache_dir, prepare; prepare(cache_dir(), log=lambda m: None)' \
     >/dev/null 2>&1 &
 prepare_pid=$!
 rc=0
-tier fast -m "not slow" -n 2 --dist loadfile || rc=$?
+tier fast -m "not slow" "${XDIST[@]}" || rc=$?
 if [ "$rc" -ne 0 ]; then
     kill "$prepare_pid" 2>/dev/null || true  # no slow tier: its checkpoint is not needed
     exit "$rc"
 fi
 wait "$prepare_pid" || true
-slurm_log=$(mktemp /tmp/kernelsweep-slurm-tier-XXXXXX.log)
-tier slurm -m "slow and slurm" > "$slurm_log" 2>&1 &
-slurm_pid=$!
-tier slow -m "slow and not slurm" || rc=$?
-wait "$slurm_pid" || rc=$((rc ? rc : $?))
-cat "$slurm_log"
-rm -f "$slurm_log"
-exit "$rc"
+tier slow -m slow "${XDIST[@]}"

@@ -1,4 +1,5 @@
-"""Shared by every test folder: the two tiers of scripts/test.sh, the embedded
+"""Shared by every test folder: the two tiers of scripts/test.sh (and how their
+two workers share the tests out), the embedded
 model prepared once per session (dequantizing its GGUF takes about a minute on
 two cores; the prepared checkpoint is cached under ~/.cache/kernelsweep/models,
 so later sessions find it ready), and one build cache for the studies."""
@@ -24,6 +25,10 @@ def pytest_collection_modifyitems(config, items):
         folder = Path(item.fspath).resolve().relative_to(TESTS).parts[0]
         if folder in BUILD_FOLDERS or "embedded_checkpoint" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
+        # scripts/test.sh runs each tier on two workers (`--dist loadgroup`): a file's tests on one
+        # (its module fixtures built once), and every test of the SLURM cluster on one (one queue).
+        group = "slurm-cluster" if item.get_closest_marker("slurm") else str(item.fspath)
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")

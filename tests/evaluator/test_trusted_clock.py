@@ -7,7 +7,8 @@ from kernelsweep.evaluator.trusted_clock import Block, audit, charged
 
 
 def _blocks(windows, claimed, calls=4):
-    return [Block(w, [c] * calls) for w, c in zip(windows, claimed)]
+    """Each block twice: MIN_BLOCKS pairs at least."""
+    return [Block(w, [c] * calls) for w, c in zip(windows, claimed)] * 2
 
 
 def test_an_honest_candidate_hides_nothing():
@@ -60,3 +61,14 @@ def test_on_a_gpu_hidden_time_is_flagged_not_charged():
     got = audit(ref, cand, charge=False)
     assert got["unaccounted"] and got["charged_ms_per_call"] == 0.0
     assert charged([1.0, 1.1], got) == [1.0, 1.1]
+
+
+def test_a_few_paused_blocks_or_too_few_blocks_decide_nothing():
+    """A loaded machine pauses the candidate in half of eight blocks: the
+    median moves, the lower quartile does not. And three block pairs are too
+    few to judge at all (the CPU's blocks hold two calls; ten timed calls)."""
+    ref = [Block(50, [5] * 4)] * 8
+    cand = [Block(w, [1.2] * 4) for w in (35, 90, 35, 95, 35, 90, 35, 95)]
+    assert not audit(ref, cand, charge=True)["unaccounted"]
+    paused = [Block(w, [1.2] * 4) for w in (90, 95, 90)]
+    assert not audit(ref[:3], paused, charge=True)["unaccounted"]

@@ -13,9 +13,9 @@ own unexplained time, is the candidate's hidden time.
 
 hidden per call = median over blocks of
     [(window_c - sum claimed_c) - (window_r - sum claimed_r)] / calls
-Beyond the noise bound (the reference's own block-to-block spread of
-unexplained time, never below HIDDEN_FLOOR_MS) it is flagged
-`timing_unaccounted`. On the CPU, where each call's timer holds all of its
+When three blocks in four show it beyond the noise bound (the reference's
+own block-to-block spread of unexplained time, never below HIDDEN_FLOOR_MS),
+over at least MIN_BLOCKS block pairs, it is flagged `timing_unaccounted`. On the CPU, where each call's timer holds all of its
 work, it is also charged to every timed call of the candidate
 (`charged_ms_per_call`), so its speed is judged by the time the parent saw
 pass, not the time it claimed (judge/timing.py). On a GPU the flag is
@@ -35,6 +35,7 @@ import numpy as np
 
 HIDDEN_FLOOR_MS = 0.05   # below this per call, hidden time is never judged
 NOISE_SPREADS = 4.0      # ...nor below this many of the reference's spreads
+MIN_BLOCKS = 6           # ...nor from fewer block pairs (no spread to speak of)
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,9 @@ def audit(reference: Sequence[Block], candidate: Sequence[Block], *,
     noise = max(HIDDEN_FLOOR_MS, NOISE_SPREADS * float(q75 - q25))
     claimed = float(np.median([x for _, c in pairs for x in c.claimed_ms]))
     excess = float(np.median(hidden))
-    unaccounted = excess > noise
+    # Work moved out of the timed spans shows in every block; a loaded machine pausing the
+    # candidate shows in a few. So three blocks in four must exceed the bound.
+    unaccounted = len(pairs) >= MIN_BLOCKS and float(np.percentile(hidden, 25)) > noise
     return {"hidden_ms_per_call": round(excess, 6), "trusted_ms_per_call": round(float(np.median(trusted)), 6),
             "noise_ms_per_call": round(noise, 6), "claimed_ms_per_call": round(claimed, 6),
             "unaccounted": unaccounted, "charged_ms_per_call": round(excess, 6) if unaccounted and charge else 0.0}
