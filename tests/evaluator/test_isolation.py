@@ -49,7 +49,9 @@ def test_hang_kills_the_whole_group_then_a_healthy_evaluation(run_eval, cpu_libr
 
     r = run_eval("add", "cpp_spin", timeout_s=20.0)  # a C++ loop holding the GIL
     assert r["category"] == "timeout"
-    assert run_eval("slow_add", "cpp_add")["category"] == "correct_faster"
+    r = run_eval("slow_add", "cpp_add")  # its speed verdict is the loaded machine's (correct_unstable once)
+    assert r["category"] in SUCCESS_CATEGORIES and r["custom_kernel"] and r["flags"] == [], \
+        (r["category"], r["flags"], r["speedup"])
 
 
 @pytest.mark.parametrize("escape", ["start_new_session=True", "process_group=0"])
