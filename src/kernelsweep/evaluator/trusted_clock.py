@@ -15,8 +15,8 @@ hidden per call = median over blocks of
     [(window_c - sum claimed_c) - (window_r - sum claimed_r)] / calls
 When three blocks in four show it beyond the noise bound (the reference's
 own block-to-block spread of unexplained time, never below HIDDEN_FLOOR_MS),
-over at least MIN_BLOCKS block pairs, it is flagged `timing_unaccounted`. On the CPU, where each call's timer holds all of its
-work, it is also charged to every timed call of the candidate
+over at least MIN_BLOCKS block pairs, it is flagged `timing_unaccounted`. On
+the CPU, where each call's timer holds all of its work, it is also charged to every timed call of the candidate
 (`charged_ms_per_call`), so its speed is judged by the time the parent saw
 pass, not the time it claimed (judge/timing.py). On a GPU the flag is
 informational: CUDA events time the device, and an honest extension's host
