@@ -6,6 +6,7 @@ so later sessions find it ready), and one build cache for the studies."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -41,11 +42,27 @@ def embedded_checkpoint() -> Path:
 
 
 @pytest.fixture(scope="session")
-def study_build_cache(tmp_path_factory) -> Path:
+def shared_by_workers(tmp_path_factory):
+    """A folder of this pytest run that its xdist workers share, by name: the build
+    caches, so an extension one worker built the other finds built (builds of one
+    directory take turns under an flock, evaluator/untrusted/buildhooks.py)."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+    def folder(name: str) -> Path:
+        path = root / name
+        path.mkdir(exist_ok=True)
+        return path
+
+    return folder
+
+
+@pytest.fixture(scope="session")
+def study_build_cache(shared_by_workers) -> Path:
     """One build cache (the config key `build_cache`) for the studies the tests run
     through Snakemake: the cache is keyed by the candidate's hash, as a real study's
     shared cache is, so a candidate one study built is found built by the next
     (the demo's and the replay studies' kernels compile once per session). The
     SLURM run of the demo keeps its own, so that its compile jobs build; the
     evaluator's tests of building and caching keep theirs."""
-    return tmp_path_factory.mktemp("study-build")
+    return shared_by_workers("study-build")

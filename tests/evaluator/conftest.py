@@ -1,5 +1,5 @@
 """Shared fixtures of the evaluator tests: paths, one build cache for the whole
-session (the C++ fixture library compiles once), and an `evaluate` preset for
+run, shared by its workers (the C++ fixture library compiles once), and an `evaluate` preset for
 the CPU target with small trial counts."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from evaluator_paths import CPU, LIBRARY_CANDIDATE, REFERENCES
 
 
 @pytest.fixture(scope="session")
-def build_dir(tmp_path_factory) -> Path:
+def build_dir(shared_by_workers) -> Path:
     # KERNELSWEEP_TEST_BUILD_DIR keeps builds between runs while developing.
     kept = os.environ.get("KERNELSWEEP_TEST_BUILD_DIR")
     if kept:
         Path(kept).mkdir(parents=True, exist_ok=True)
         return Path(kept)
-    return tmp_path_factory.mktemp("build")
+    return shared_by_workers("build")
 
 
 @pytest.fixture(scope="session")

@@ -38,18 +38,24 @@ CASES = [
     ("add", "cpp_add_repeat", "correct_slower"),
     ("sleepy_add", "cpp_add_sleepy", "correct_tie"),
 ]
+SPEED_VERDICTS = {"correct_faster", "correct_slower", "correct_tie"}
 
 
 @pytest.mark.parametrize("reference, candidate, expected", CASES, ids=[c[1] + "-vs-" + c[0] for c in CASES])
 def test_category(run_eval, cpu_library, reference, candidate, expected):
-    r = run_eval(reference, candidate)
-    assert r["category"] == expected, (r["category"], r["error"], r["flags"])
+    timed = 30 if expected in SPEED_VERDICTS else 10  # a speed verdict from more calls: two cores are shared
+    r = run_eval(reference, candidate, timing_trials=timed)
+    if expected in SPEED_VERDICTS and r["category"] == "correct_unstable":
+        # Other load on the machine spread the timings too far for a speed verdict: said so, never guessed.
+        assert "timing_unstable" in r["flags"] and r["timing_verdict"] == "unstable", (r["flags"], r["speedup_ci"])
+    else:
+        assert r["category"] == expected, (r["category"], r["error"], r["flags"])
     assert r["category"] in CATEGORIES
     assert r["correct"] == (expected in SUCCESS_CATEGORIES or expected == "no_custom_kernel")
     assert r["custom_kernel"] == (expected in SUCCESS_CATEGORIES)
     if r["correct"]:
         assert r["trials_passed"] == 3 and r["max_abs_diff"] is not None
-        assert r["runtime_ms"]["n"] == 10 and len(r["ref_runtime_ms"]["samples"]) == 10
+        assert r["runtime_ms"]["n"] == timed and len(r["ref_runtime_ms"]["samples"]) == timed
         assert r["speedup_ci"][0] <= r["speedup"] <= r["speedup_ci"][1]
         # Timings too spread for a verdict (other load on the machine) leave "faster" open.
         assert r["faster"] == (None if r["timing_verdict"] == "unstable" else r["timing_verdict"] == "faster")

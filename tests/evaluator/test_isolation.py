@@ -15,6 +15,9 @@ from kernelsweep.core.verdict import SUCCESS_CATEGORIES
 from kernelsweep.evaluator import HarnessError, evaluate, settings
 from kernelsweep.evaluator.sandbox import CappedLog
 
+# The one flag a healthy candidate may get: informational, the loaded machine's, not the candidate's.
+LOAD_FLAGS = {"timing_unstable"}
+
 
 def _processes_with(marker: str) -> list[int]:
     found = []
@@ -50,7 +53,7 @@ def test_hang_kills_the_whole_group_then_a_healthy_evaluation(run_eval, cpu_libr
     r = run_eval("add", "cpp_spin", timeout_s=20.0)  # a C++ loop holding the GIL
     assert r["category"] == "timeout"
     r = run_eval("slow_add", "cpp_add")  # its speed verdict is the loaded machine's (correct_unstable once)
-    assert r["category"] in SUCCESS_CATEGORIES and r["custom_kernel"] and r["flags"] == [], \
+    assert r["category"] in SUCCESS_CATEGORIES and r["custom_kernel"] and set(r["flags"]) <= LOAD_FLAGS, \
         (r["category"], r["flags"], r["speedup"])
 
 
@@ -91,7 +94,7 @@ def test_crash_then_a_healthy_evaluation(run_eval, cpu_library):
     machine's: ten timed calls on two loaded cores gave correct_unstable once.)"""
     assert run_eval("add", "cpp_segv")["category"] == "crash"
     r = run_eval("slow_add", "cpp_add")
-    assert r["category"] in SUCCESS_CATEGORIES and r["custom_kernel"] and r["flags"] == [], \
+    assert r["category"] in SUCCESS_CATEGORIES and r["custom_kernel"] and set(r["flags"]) <= LOAD_FLAGS, \
         (r["category"], r["flags"], r["speedup"])
 
 
@@ -103,15 +106,16 @@ def test_output_flood_is_capped(run_eval, tmp_path):
     assert "bytes of output omitted" in log.read_text(errors="replace")
 
 
-def test_a_build_killed_at_the_compile_limit_leaves_no_lock(run_eval, build_dir, tmp_path):
+def test_a_build_killed_at_the_compile_limit_leaves_no_lock(run_eval, tmp_path):
     # A library source of its own (a fresh build); the torch header alone takes longer than 2 s.
+    # A build cache of its own too: the shared one holds the locks of builds under way.
     text = LIBRARY_CANDIDATE.read_text().replace("// Never returns", f"// variant {random.random()}\n// Never returns")
     candidate = tmp_path / "slow_build.py"
     candidate.write_text(text)
-    r = run_eval("add", candidate, compile_timeout_s=2.0)
+    r = run_eval("add", candidate, compile_timeout_s=2.0, build_dir=tmp_path / "build")
     assert r["category"] == "timeout" and "compile" in r["error"]["message"]
     assert r["compiled"] is False
-    locks = list((Path(build_dir) / "ext").glob("*/lock"))
+    locks = list((tmp_path / "build" / "ext").glob("*/lock"))
     assert locks == [], locks
 
 

@@ -83,6 +83,24 @@ def test_pinned_commit_resolves_offline(cache, tmp_path):
     assert json.loads(out.read_text())["source"]["revision"] == COMMIT
 
 
+def test_a_pinned_commit_in_the_cache_is_read_without_asking_the_hub(cache, tmp_path):
+    """A commit never changes: its complete copy in the cache is used as is. The Hub
+    endpoint is a socket that listens and never answers: no connection may reach it."""
+    with socket.socket() as hub:
+        hub.bind(("127.0.0.1", 0))
+        hub.listen(8)
+        env = {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": f"http://127.0.0.1:{hub.getsockname()[1]}",
+               "HF_HUB_ETAG_TIMEOUT": "2", "HF_HUB_DOWNLOAD_TIMEOUT": "2"}
+        out = tmp_path / "L1-002.json"
+        proc = run_cli("write", "--source", "hub", "--levels", "1", "--revision", COMMIT, "--cache-dir", str(cache),
+                       "--task", "L1-002", "--out", str(out), "--no-validate", env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(out.read_text())["source"]["revision"] == COMMIT
+        hub.settimeout(0)
+        with pytest.raises(BlockingIOError):
+            hub.accept()  # nothing connected
+
+
 def test_not_cached_is_a_clear_error(tmp_path):
     out = tmp_path / "L1-001.json"
     for env in (OFFLINE, unreachable_hub()):

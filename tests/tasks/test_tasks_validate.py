@@ -272,7 +272,7 @@ def test_a_reference_too_slow_for_the_extra_draws_stays_valid():
     slow_later = HEADER + ("import time\n\nclass Model(nn.Module):\n    calls = 0\n\n    def forward(self, x):\n"
                            "        Model.calls += 1\n        if Model.calls > 6:  # after the timed calls\n"
                            "            time.sleep(600)\n        return x\n" + INPUTS)
-    record = validate_reference(slow_later, "L9-055", timeout_s=30)
+    record = validate_reference(slow_later, "L9-055", timeout_s=15)  # the child always runs to this limit
     assert record["forward"] == "ran" and record["degenerate"] is None, record
     assert record["degenerate_reason"].startswith("not checked: the forward on more input draws"), record
 

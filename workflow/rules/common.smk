@@ -105,6 +105,16 @@ if STUDY.config["timing_devices"]:
 TIMING_RESOURCE = {"gpu": 1} if DEVICE == "cuda" else {"cpu_timer": 1}
 
 
+def shell_constant(text):
+    """TEXT in a shell template as is (its braces escaped): a value the same for every
+    job of a rule is written into the command, not a param Snakemake evaluates per job
+    (planning time: thousands of jobs per rule in the reference study)."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+ARCH_ENV = shell_constant(f"TORCH_CUDA_ARCH_LIST={shlex.quote(str(STUDY.config['cuda_arch']))}")
+
+
 def res(path):
     return f"{RES}/{path}"
 
@@ -228,6 +238,8 @@ def model_ready(wildcards):
     return [f"{spec['path']}/{PREPARED_MARKER}"] if spec.get("prepare") == "embedded" else []
 
 
+# Each model's spec as a generation job's parameter: encoded once, not per job.
+MODEL_SPECS = {name: as_json(spec) for name, spec in MODELS.items()}
 PREPARED_CHECKPOINTS = sorted({m["path"] for m in MODELS.values() if m.get("prepare") == "embedded"})
 
 
@@ -307,18 +319,14 @@ def select_inputs(wildcards):
 
 
 def final_inputs(wildcards):
+    """The last selection (after every candidate's eval.json of the cell) and the roles'
+    replies; `kernelsweep final` finds each candidate's files from the cell's layout."""
     m = method_of(wildcards)
     turns = range(m["turns"])
-    per_cand = [(t, c) for t in turns for c in range(m["n"])]
     roles = [fill(role_file(r, layout.RESPONSE), wildcards) for r in ("analyzer", "researcher") if m[r]]
     if m["feedback"]:
         roles += [fill(role_file("feedback", layout.RESPONSE), wildcards, turn=t) for t in turns[:-1]]
-    return {
-        "selection": fill(turn(layout.SELECT), wildcards, turn=m["turns"] - 1),
-        "responses": [fill(cand(layout.RESPONSE), wildcards, turn=t, cand=c) for t, c in per_cand],
-        "evals": [fill(cand(layout.EVAL), wildcards, turn=t, cand=c) for t, c in per_cand],
-        "roles": roles,
-    }
+    return {"selection": fill(turn(layout.SELECT), wildcards, turn=m["turns"] - 1), "roles": roles}
 
 
 # -- evaluation ----------------------------------------------------------------

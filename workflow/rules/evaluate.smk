@@ -2,6 +2,20 @@
 # device slot. The build cache is keyed by the candidate's hash, so the
 # evaluation finds the extension already built.
 
+# The commands, with the settings that are the same for every job written in
+# (shell_constant, common.smk); {{...}} is left for Snakemake to fill per job.
+_BUILD_DIR = shell_constant(f"--build-dir {shlex.quote(BUILD)}")
+COMPILE_TURN = (
+    f'{ARCH_ENV} "$KERNELSWEEP_PYTHON" -m kernelsweep compile-turn --candidates {{input.candidates:q}} --device {DEVICE} {_BUILD_DIR} '
+    f"--jobs {{threads}} --timeout {STUDY.config['evaluation']['compile_timeout_s']} > {{log:q}} 2>&1"
+)
+EVALUATE_CANDIDATE = (
+    f'{ARCH_ENV} "$KERNELSWEEP_PYTHON" -m kernelsweep gpu-slots run {shell_constant(SLOTS)} --late -- '
+    '"$KERNELSWEEP_PYTHON" -m kernelsweep evaluate-candidate '
+    "--build {input:q} "
+    f"--precision {{wildcards.precision}} {shell_constant(evaluation_args())} {_BUILD_DIR} --out {{output:q}} > {{log:q}} 2>&1"
+)
+
 
 # One compile job per turn builds its n candidates in parallel on CPU cores.
 for _n in sorted({m["n"] for m in METHODS.values()}):
@@ -10,8 +24,10 @@ for _n in sorted({m["n"] for m in METHODS.values()}):
         name:
             f"compile_n{_n}"
         input:
+            # response.json, beside each candidate.py, is written by the same generate job
             candidates=[turn_cand(c, layout.CANDIDATE) for c in range(_n)],
-            responses=[turn_cand(c, layout.RESPONSE) for c in range(_n)],
+            # what its build-ahead worker constructs the candidate against (evaluator/build.py)
+            reference=res(layout.REFERENCE),
         output:
             [turn_cand(c, layout.BUILD) for c in range(_n)],
         log:
@@ -23,24 +39,18 @@ for _n in sorted({m["n"] for m in METHODS.values()}):
         conda:
             TIMING_ENV
         threads: min(_n, 4)
-        params:
-            timeout=STUDY.config["evaluation"]["compile_timeout_s"],
-            arch=STUDY.config["cuda_arch"],
-            device=DEVICE,
-            build=BUILD,
         shell:
-            'TORCH_CUDA_ARCH_LIST={params.arch:q} "$KERNELSWEEP_PYTHON" -m kernelsweep compile-turn '
-            "--candidates {input.candidates:q} --device {params.device} --jobs {threads} "
-            "--build-dir {params.build:q} --timeout {params.timeout} > {log:q} 2>&1"
+            COMPILE_TURN
 
 
+# The inputs Snakemake needs for the order, no more (each input file costs planning
+# time; the reference study has ~2,700 evaluations): the candidate's build.json,
+# after its candidate.py and the task's reference (the compile job's inputs) and
+# its response.json (written with the candidate); `evaluate-candidate` finds
+# each of them from the build's place (study/layout.py).
 rule evaluate:
     input:
-        candidate=cand(layout.CANDIDATE),
-        response=cand(layout.RESPONSE),
-        build=cand(layout.BUILD),
-        reference=res(layout.REFERENCE),
-        task=res(layout.TASK),
+        cand(layout.BUILD),
     output:
         cand(layout.EVAL),
     log:
@@ -51,15 +61,5 @@ rule evaluate:
         TIMING_ENV
     resources:
         **TIMING_RESOURCE,
-    params:
-        args=evaluation_args(),
-        arch=STUDY.config["cuda_arch"],
-        build=BUILD,
-        slots=SLOTS,
     shell:
-        'TORCH_CUDA_ARCH_LIST={params.arch:q} "$KERNELSWEEP_PYTHON" -m kernelsweep gpu-slots run {params.slots} --late -- '
-        '"$KERNELSWEEP_PYTHON" -m kernelsweep evaluate-candidate '
-        "--candidate {input.candidate:q} --response {input.response:q} --build {input.build:q} "
-        "--reference {input.reference:q} --task {input.task:q} --precision {wildcards.precision} {params.args} "
-        "--build-dir {params.build:q} "
-        "--out {output:q} > {log:q} 2>&1"
+        EVALUATE_CANDIDATE

@@ -35,7 +35,7 @@ for _n in sorted({m["n"] for m in METHODS.values()}):
         params:
             spec=lambda w: prompt_spec(w, "generator"),
             inputs=lambda w, input: prompt_inputs(input),
-            model=lambda w: as_json(MODELS[w.model]),
+            model=lambda w: MODEL_SPECS[w.model],
             # paths as strings with wildcards, not functions of the output: the same values, planned faster
             prompt=turn(layout.PROMPT),
             out_dir=str(Path(turn(layout.PROMPT)).parent),
@@ -64,7 +64,7 @@ for _role, _rule_name in (("analyzer", "analyze"), ("researcher", "research"), (
         params:
             spec=lambda w, _role=_role: prompt_spec(w, _role),
             inputs=lambda w, input: prompt_inputs(input),
-            model=lambda w: as_json(MODELS[w.model]),
+            model=lambda w: MODEL_SPECS[w.model],
             prompt=role_file(_role, layout.PROMPT),
             out_dir=str(Path(role_file(_role, layout.RESPONSE)).parent),
         shell:
@@ -114,6 +114,9 @@ rule final:
     localrule: True
     conda:
         CPU_ENV
+    params:
+        turns=lambda w: method_of(w)["turns"],
+        cands=lambda w: method_of(w)["n"],
     shell:
-        '"$KERNELSWEEP_PYTHON" -m kernelsweep final --selection {input.selection:q} --responses {input.responses:q} '
-        "--evals {input.evals:q} --roles {input.roles:q} --out {output:q} > {log:q} 2>&1"
+        '"$KERNELSWEEP_PYTHON" -m kernelsweep final --selection {input.selection:q} --turns {params.turns} '
+        "--cands {params.cands} --roles {input.roles:q} --out {output:q} > {log:q} 2>&1"

@@ -4,7 +4,7 @@ record without running anything, and (2) link every evaluation to the
 generation and prompt it came from.
 
     kernelsweep compile-turn --candidates C0 C1 ... --device D --build-dir B
-    kernelsweep evaluate-candidate --candidate C --response R --out E ...
+    kernelsweep evaluate-candidate --build B --out E ...
 """
 
 from __future__ import annotations
@@ -105,8 +105,15 @@ def run_compile(args) -> int:
 def run_evaluate(args) -> int:
     from kernelsweep.evaluator import evaluate
 
-    candidate = Path(args.candidate)
-    response = read_json(args.response)
+    # In a study, its compile step's build.json names the rest: the candidate beside it,
+    # the response beside that, the task's reference and record in the same results.
+    candidate = Path(args.candidate or layout.cand_file(args.build, layout.CANDIDATE))
+    try:
+        reference = Path(args.reference or layout.reference_of(candidate))
+    except ValueError as error:
+        print(f"kernelsweep evaluate-candidate: no --reference given and {error}", file=sys.stderr)
+        return 2
+    response = read_json(args.response or layout.cand_file(candidate, layout.RESPONSE))
     skipped = not_evaluated(response)
     started = time.time()
     if skipped:
@@ -114,12 +121,12 @@ def run_evaluate(args) -> int:
         # the profile the cell is judged under, though nothing was compared
         record["tolerance"] = _tolerance(args)
     else:
-        task = read_json(args.task)
+        task = read_json(args.task or layout.task_record_of(reference))
         given = {"device": args.device, "precision": args.precision, "trials": args.trials,
                  "timing_trials": args.timing_trials, "warmup": args.warmup, "timeout_s": args.timeout,
                  "compile_timeout_s": args.compile_timeout, "equivalence_margin": args.equivalence_margin,
                  "shape_variants": args.shape_variants, "tolerance": args.tolerance}
-        record = evaluate(Path(args.reference), candidate, build_dir=Path(args.build_dir),
+        record = evaluate(reference, candidate, build_dir=Path(args.build_dir),
                           log_dir=Path(args.out).parent, task_sha256=task["sha256"],
                           **{k: v for k, v in given.items() if v is not None})
         record.setdefault("provenance", {})["generation"] = generation_provenance(response, candidate)
@@ -168,12 +175,13 @@ class EvaluateCandidate:
 
     @staticmethod
     def configure(ev: argparse.ArgumentParser) -> None:
-        ev.add_argument("--candidate", required=True)
-        ev.add_argument("--response", required=True)
+        named = ev.add_mutually_exclusive_group(required=True)
+        named.add_argument("--build", help="the candidate's build.json of the study's compile step")
+        named.add_argument("--candidate", help="a candidate.py (default: the one beside --build)")
+        ev.add_argument("--response", help="its response.json (default: the one beside the candidate)")
+        ev.add_argument("--reference", help="the task's reference (default: the study's, for the candidate's cell)")
+        ev.add_argument("--task", help="the task's record (default: the one beside the reference)")
         ev.add_argument("--out", required=True)
-        ev.add_argument("--build", help="build.json of the compile step (ordering only)")
-        ev.add_argument("--reference", required=True)
-        ev.add_argument("--task", required=True)
         # Defaults: settings.EvalSettings, the evaluator's only source of them.
         ev.add_argument("--precision")
         ev.add_argument("--trials", type=int)

@@ -4,10 +4,11 @@ of getting there."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from kernelsweep.core.fileio import read_json, write_json
-from kernelsweep.study.layout import Key, key_of
+from kernelsweep.study.layout import EVAL, RESPONSE, Key, cand_dir, key_of
 from kernelsweep.models.records import call_usage
 from kernelsweep.tasks.ids import parse_task_id
 from kernelsweep.core.verdict import CATEGORIES
@@ -42,18 +43,22 @@ def finalize(cell: Key, selection: dict[str, Any], responses: list[dict[str, Any
 
 def configure(parser) -> None:
     parser.add_argument("--selection", required=True, help="the last turn's select.json")
-    parser.add_argument("--responses", nargs="*", default=[])
-    parser.add_argument("--evals", nargs="*", default=[])
+    parser.add_argument("--turns", type=int, required=True, help="the method's turns")
+    parser.add_argument("--cands", type=int, required=True, help="candidates per turn (the method's n)")
     parser.add_argument("--roles", nargs="*", default=[], help="analyzer / researcher / feedback response.json files")
     parser.add_argument("--out", required=True, help="the cell's final.json (its path names the cell)")
 
 
 def main(args) -> int:
+    # Every candidate's files, found from the cell's layout: the workflow names only the last
+    # selection (which comes after all of them) as the rule's input.
+    cell_dir = Path(args.out).parent
+    folders = [cand_dir(cell_dir, t, c) for t in range(args.turns) for c in range(args.cands)]
     record = finalize(
         key_of(args.out),
         read_json(args.selection),
-        [read_json(p) for p in args.responses],
-        [read_json(p) for p in args.evals],
+        [read_json(folder / RESPONSE) for folder in folders],
+        [read_json(folder / EVAL) for folder in folders],
         [read_json(p) for p in args.roles],
     )
     write_json(args.out, record)

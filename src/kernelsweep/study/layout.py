@@ -112,6 +112,11 @@ def reference_of(path: str | Path) -> Path:
     return Path(m["results"] or ".") / REFERENCE.format(task=m["task"])
 
 
+def task_record_of(reference: str | Path) -> Path:
+    """The task's record (TASK) beside its reference module (REFERENCE)."""
+    return Path(reference).with_suffix(Path(TASK).suffix)
+
+
 def cand_file(path: str | Path, name: str) -> Path:
     """The file `name` of the candidate folder that holds `path` (e.g. an eval.json's candidate.py)."""
     if name not in CAND_FILES:

@@ -7,8 +7,9 @@ as `data/level_1-00000-of-00001.parquet`; the Hub's converted branch as
 either layout (and a plain folder of such files, `tasks.path`) is read.
 
 Network use: `fetch` and `problem` go through `snapshot_download`, which falls
-back to the local HF cache when the Hub cannot be reached or HF_HUB_OFFLINE=1.
-`catalog` (planning) reads the cache only and never contacts the Hub.
+back to the local HF cache when the Hub cannot be reached or HF_HUB_OFFLINE=1;
+a revision pinned to a commit is read from the cache without asking the Hub
+when the cache holds it complete. `catalog` (planning) reads the cache only and never contacts the Hub.
 """
 
 from __future__ import annotations
@@ -138,6 +139,9 @@ class HubSource:
         return f"{self.repo}@{commit}" if commit else self.repo
 
 
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
 @lru_cache(maxsize=None)
 def _snapshot(repo: str, revision: str | None, cache_dir: Path | None,
               levels: tuple[int, ...], cache_only: bool) -> tuple[Path, str]:
@@ -149,6 +153,13 @@ def _snapshot(repo: str, revision: str | None, cache_dir: Path | None,
     not_cached = (hf_errors.LocalEntryNotFoundError,
                   getattr(hf_errors, "IncompleteSnapshotError", hf_errors.LocalEntryNotFoundError))
     rev = revision or "main"
+    if not cache_only and revision and _COMMIT.fullmatch(revision):
+        # A commit never changes: its complete copy in the cache is the answer, with no
+        # network round trip (an unreachable Hub costs ~20 s of retries per process).
+        try:
+            return _snapshot(repo, revision, cache_dir, levels, True)
+        except TaskSourceError:
+            pass
     try:
         folder = snapshot_download(
             repo, repo_type="dataset", revision=revision, cache_dir=cache_dir,
