@@ -19,6 +19,8 @@ FAST, SLOW = [1.05] * 10, [3.0] * 10
     (SLOW, SLOW, False, "still slow without the candidate: the machine is loaded"),
     (FAST, FAST, False, "load came during the timed blocks and went before the blame"),
     (FAST, SLOW, False, "load came as the candidate ended"),
+    ([1.05] * 4 + [3.0] * 6, FAST, False, "a burst of load from elsewhere during part of the calls beside it"),
+    ([1.05] * 2 + [3.0] * 8, FAST, True, "slow in most calls beside it, fast once it ended"),
 ])
 def test_slowdown_rule(beside, after, blamed, what):
     assert slowdown_is_the_candidates(beside, after, ALONE, ratio=2.0) is blamed, what
