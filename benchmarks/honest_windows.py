@@ -21,7 +21,7 @@ sys.path.insert(0, str(REPO / "src"))
 from kernelsweep.evaluator import evaluate  # noqa: E402
 
 FIXTURES = REPO / "tests" / "evaluator" / "fixtures"
-# (reference, candidate): honest ones, then one that moves 40 ms a call past the timer.
+# (reference, candidate): honest ones, then one that moves 200 ms a call past the timer.
 PAIRS = [("add", "cpu/pytorch_only.py"), ("slow_add", "cpu/cpp_add.py"), ("add", "cpu/cpp_add_repeat.py"),
          ("sleepy_add", "cpu/cpp_add_sleepy.py"), ("slow_add", "adversarial/honest_slow_add.py"),
          ("add", "cpu/cpp_add.py"), ("pair_out", "cpu/pair_out.py"), ("add", "adversarial/defer_into_finalizer.py")]

@@ -559,16 +559,16 @@ def test_work_deferred_into_a_profile_hook_is_a_cheat(run_eval):
 
 
 def test_time_moved_into_a_finalizer_is_charged(run_eval):
-    """Issue 34: right outputs, no hook, but 40 ms of each call's work runs
+    """Issue 34: right outputs, no hook, but 200 ms of each call's work runs
     in a finalizer after the timer stopped. The parent's window around each
     block sees it: flagged, and charged to every timed call, so the
     candidate's time is what the parent saw pass (not ~1x the reference).
-    40 ms, not less: on two cores under the whole CI's load the noise bound
-    reached 28 ms a call, and the clock judges no hidden time below it."""
+    200 ms, not less: on two cores under the whole CI's load the noise bound
+    reached 28-38 ms a call, and the clock judges no hidden time below it."""
     r = _adv(run_eval, "add", "defer_into_finalizer", timing_trials=40)
     windows = r["timing"]["windows"]
     assert r["category"] == "no_custom_kernel" and "timing_unaccounted" in r["flags"], (_why(r), windows)
-    assert windows["charged_ms_per_call"] > 20 and r["runtime_ms"]["median"] > 20, windows
+    assert windows["charged_ms_per_call"] > 100 and r["runtime_ms"]["median"] > 100, windows
     assert r["faster"] is False and r["timing_verdict"] == "slower", _why(r)
 
 
