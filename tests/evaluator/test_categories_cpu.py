@@ -39,6 +39,8 @@ CASES = [
     ("sleepy_add", "cpp_add_sleepy", "correct_tie"),
 ]
 SPEED_VERDICTS = {"correct_faster", "correct_slower", "correct_tie"}
+NOT_CUSTOM_BECAUSE = {"pytorch_only": "defines no", "pair_out": "defines no", "cpp_unused": "did not run them",
+                      "cpp_fallback": "ks_bad_header did not build"}
 
 
 @pytest.mark.parametrize("reference, candidate, expected", CASES, ids=[c[1] + "-vs-" + c[0] for c in CASES])
@@ -59,7 +61,11 @@ def test_category(run_eval, cpu_library, reference, candidate, expected):
         assert r["speedup_ci"][0] <= r["speedup"] <= r["speedup_ci"][1]
         # Timings too spread for a verdict (other load on the machine) leave "faster" open.
         assert r["faster"] == (None if r["timing_verdict"] == "unstable" else r["timing_verdict"] == "faster")
-        assert r["error"] is None
+        if r["custom_kernel"]:
+            assert r["error"] is None
+        else:  # says why: the reader (and the model's feedback) sees a caught build failure, a fallback
+            assert r["error"]["type"] == "NoCustomKernel"
+            assert NOT_CUSTOM_BECAUSE[candidate] in r["error"]["message"], r["error"]
     else:
         assert r["error"] and r["error"]["message"]
         assert r["speedup"] is None and r["faster"] in (None, False)

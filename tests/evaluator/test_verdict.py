@@ -94,11 +94,18 @@ def test_a_cheat_after_timing():
     assert verdict.timed_verdict(found) == ("cheat", {"type": "Cheat", "message": f"detected: {CHEAT}", "log": LOG})
 
 
-@pytest.mark.parametrize("change", [{"defines_kernel": False}, {"launched": False}, {"flags": (NOT_A_KERNEL,)}])
-def test_not_a_custom_kernel(change):
+@pytest.mark.parametrize("change, says", [
+    ({"defines_kernel": False}, "defines no"),
+    ({"launched": False}, "did not run them"),
+    ({"launched": False, "failed_builds": ("fused", "fused")}, "extension(s) fused did not build"),
+    ({"flags": (NOT_A_KERNEL,), "share": 0.02}, "share of the work 0.02"),
+])
+def test_not_a_custom_kernel_says_why(change, says):
     found = timed(**change)
     assert not verdict.is_custom_kernel(found)
-    assert verdict.timed_verdict(found) == ("no_custom_kernel", None)
+    category, error = verdict.timed_verdict(found)
+    assert category == "no_custom_kernel" and error["type"] == "NoCustomKernel" and error["log"] == LOG
+    assert says in error["message"]
 
 
 def test_informational_flags_leave_a_custom_kernel():
@@ -118,5 +125,5 @@ def test_unstable_on_the_cpu(ci, unstable):
     assert not verdict.is_unstable(timed(device="cuda", speedup_ci=ci))
     if unstable:
         assert verdict.timed_verdict(found) == ("correct_unstable", None)
-        assert verdict.timed_verdict(timed(device="cpu", speedup_ci=ci, launched=False)) == ("no_custom_kernel", None)
+        assert verdict.timed_verdict(timed(device="cpu", speedup_ci=ci, launched=False))[0] == "no_custom_kernel"
         assert verdict.timed_verdict(timed(device="cpu", speedup_ci=ci, flags=(CHEAT,)))[0] == "cheat"

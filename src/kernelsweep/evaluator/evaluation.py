@@ -390,7 +390,9 @@ class Evaluation:
         found = verdict.TimedEvidence(
             device=cfg.device, flags=tuple(self.flags), defines_kernel=source.defines_kernel(self.src.evidence, cfg.device),
             launched=launched, timing_verdict=comparison["verdict"], speedup_ci=comparison["speedup_ci"],
-            log=self.log_path())
+            log=self.log_path(), failed_builds=tuple(str(b.get("name")) for b in self.record.get("builds") or []
+                                                     if not b.get("ok")),
+            share=self.record["kernel_evidence"].get("share"))
         self.record["custom_kernel"] = verdict.is_custom_kernel(found)
         category, error = verdict.timed_verdict(found)
         if category == "cheat":

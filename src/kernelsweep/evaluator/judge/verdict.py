@@ -89,7 +89,9 @@ class TimedEvidence:
     `timing_verdict`: metrics.compare_timings's faster / tie / slower;
     `speedup_ci`: its interval (None without one); `defines_kernel`: the
     source defines a kernel for the device (static); `launched`: the judged
-    calls ran it (evidence.launched)."""
+    calls ran it (evidence.launched); `failed_builds`: the names of the
+    extensions that did not build (a candidate may catch that and fall back);
+    `share`: its kernels' share of the work, where measured."""
     device: str
     flags: tuple[str, ...]
     defines_kernel: bool
@@ -97,10 +99,33 @@ class TimedEvidence:
     timing_verdict: str | None
     speedup_ci: tuple[float, float] | None
     log: str | None
+    failed_builds: tuple[str, ...] = ()
+    share: float | None = None
 
 
 def is_custom_kernel(e: TimedEvidence) -> bool:
     return bool(e.defines_kernel and e.launched and not set(e.flags) & cheats.NOT_A_KERNEL_FLAGS)
+
+
+def not_custom_error(e: TimedEvidence) -> dict[str, Any]:
+    """Why a correct candidate is not credited with a custom kernel: the first
+    reason that holds, so a reader (or the model, in its feedback) sees a
+    caught build failure or a fallback path instead of a bare category."""
+    kinds = "CUDA, Triton or other device kernel" if e.device == "cuda" else "native (C++/CUDA) code"
+    flags = sorted(set(e.flags) & cheats.NOT_A_KERNEL_FLAGS)
+    if not e.defines_kernel:
+        message = f"the source defines no {kinds}: the work is PyTorch's"
+    elif e.failed_builds:
+        message = (f"its extension(s) {', '.join(sorted(set(e.failed_builds)))} did not build; the judged calls "
+                   f"ran without them (a fallback path)")
+    elif not e.launched:
+        message = "its kernels are defined but the judged calls did not run them (a fallback path)"
+    elif flags:
+        share = "" if e.share is None else f" (share of the work {e.share:.2f})"
+        message = "; ".join(cheats.FLAGS[f].meaning for f in flags) + share
+    else:
+        message = "not credited with a custom kernel"
+    return {"type": "NoCustomKernel", "message": message, "log": e.log}
 
 
 def is_unstable(e: TimedEvidence) -> bool:
@@ -116,8 +141,8 @@ def timed_verdict(e: TimedEvidence) -> Verdict:
     if found:
         return found
     custom = is_custom_kernel(e)
-    if is_unstable(e):
-        return ("correct_unstable" if custom else "no_custom_kernel"), None
     if not custom:
-        return "no_custom_kernel", None
+        return "no_custom_kernel", not_custom_error(e)
+    if is_unstable(e):
+        return "correct_unstable", None
     return SPEED_CATEGORIES.get(e.timing_verdict or "", "correct_tie"), None
