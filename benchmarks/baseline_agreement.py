@@ -13,7 +13,7 @@ the study's "faster than torch.compile". Prints one line per reference and mode,
 then the counts, and with --json the records and decisions.
 
     PYTHONPATH=src python3 benchmarks/baseline_agreement.py --device cpu
-    PYTHONPATH=src python3 benchmarks/baseline_agreement.py --device cuda [--references L2/*.py ...]
+    PYTHONPATH=src python3 benchmarks/baseline_agreement.py --device cuda [--references L2/*.py ...] [--budget-s 400]
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--margin", type=float, default=metrics.EQUIVALENCE_MARGIN)
     parser.add_argument("--work", type=Path, default=Path("/tmp/kernelsweep-baseline-agreement"))
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--budget-s", type=float, default=None,
+                        help="stop starting references when the first run has used half of this, and the "
+                             "second run when all of it is spent; the counts cover the references both runs timed")
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     references = args.references
@@ -100,12 +104,21 @@ def main(argv: list[str] | None = None) -> int:
     modes = args.modes.split(",")
     runs: list[dict[str, dict]] = [{}, {}]
     records: list[dict[str, dict]] = [{}, {}]
+    started = time.monotonic()
     for run in (0, 1):  # every reference once, then again: the second run comes minutes later, as a rerun would
         for reference in references:
+            spent = time.monotonic() - started
+            if args.budget_s is not None and spent > args.budget_s * (run + 1) / 2:
+                print(f"run {run + 1}: budget spent after {spent:.0f} s; {reference.stem} and after not timed",
+                      flush=True)
+                break
+            if run == 1 and reference.stem not in records[0]:
+                break
             record = run_baseline(reference, device=args.device, modes=modes, timing_trials=args.timing_trials,
                                   warmup=args.warmup, timeout_s=args.timeout, log_dir=args.work / f"logs{run}")
             records[run][reference.stem] = record
             runs[run][reference.stem] = decisions(record, args.margin)
+            print(f"run {run + 1}: {reference.stem} timed ({time.monotonic() - started:.0f} s)", flush=True)
     paired_flips = verdict_flips = apart_flips = paired_n = apart_n = 0
     shifts: dict[str, list[float]] = {"paired": [], "apart": []}
     print(f"{'reference':<18} {'mode':<26} {'paired run 1':>30} {'paired run 2':>30} {'apart 1':>8} {'apart 2':>8}")

@@ -8,6 +8,8 @@
 #   env.log, suite.xml (JUnit), suite.log, throughput.json, throughput.log, baseline.json, baseline.log,
 #   logs.tar.gz, floor.log, adversarial.log, precision.log, agreement.log, agreement.json
 # BENCH_TASKS: the replay tasks the bench takes, e.g. L2-001,L3-004 (default: the first BENCH_REPLAY).
+# AGREEMENT_REFS: reference files for agreement (default: the fixtures and a convolution); it
+#   stops starting references at 4/5 of AGREEMENT_LIMIT and counts those both runs timed.
 # SUITE_ONLY: a pytest -k expression over the suite's case ids, e.g. "hung_kernel or healthy_after_hang".
 # Usage: scripts/gpu_eval_suite.sh [suite] [bench] [baseline] [agreement] [floor] [adversarial] [precision] [tmpclone]
 #   (default: suite bench baseline floor). bench compares with KernelBench's
@@ -84,6 +86,7 @@ PYEOF
       timeout "${AGREEMENT_LIMIT:-900}" $PY benchmarks/baseline_agreement.py --device cuda \
           --modes "${AGREEMENT_MODES:-eager,inductor-default,inductor-reduce-overhead,cuda-graph,cudnn-benchmark}" \
           --timing-trials "${AGREEMENT_TRIALS:-50}" --work "$WORK/agreement" --json "$OUT/agreement.json" \
+          --budget-s $(( ${AGREEMENT_LIMIT:-900} * 4 / 5 )) ${AGREEMENT_REFS:+--references $AGREEMENT_REFS} \
           2>&1 | tee "$OUT/agreement.log" || status=1 ;;
     tmpclone)
       # A checkout and its venv under /tmp, the path with spaces (hidden from every worker but
