@@ -40,34 +40,23 @@ class Failure:
         return {"type": self.type, "message": self.message[:2000], "log": log, **self.details}
 
 
-def _first_line(text: str) -> str:
-    for line in str(text).splitlines():
-        if line.strip():
-            return line.strip()
-    return str(text).strip()
-
-
 def classify_build(record: dict[str, Any]) -> Failure | None:
     """A failed load_inline/load call; None when the call failed before any
     build (bad arguments: classified as an ordinary exception)."""
     kind = record.get("kind")
     output = record.get("output", "")
     if kind == "compile":
-        diags = diagnostics.parse(output)
-        missing = [d for d in diags if d.missing]
-        chosen = missing[0] if missing else (diags[0] if diags else None)
-        category = "hallucinated_api" if missing else "compile_error"
-        where = f"{chosen.file}:{chosen.line}: " if chosen and chosen.file else ""
-        message = f"{where}{chosen.message}" if chosen else _first_line(output.split("FAILED:")[-1]) or "build failed"
+        message, chosen, diags = diagnostics.headline(output)
+        category = "hallucinated_api" if chosen and chosen.missing else "compile_error"
         return Failure(category, "BuildError", f"extension '{record.get('name')}' failed to build: {message}",
                        {"diagnostics": [d.to_dict() for d in diags[:10]]})
     if kind == "load":
         symbol = diagnostics.undefined_symbol(output)
         category = "hallucinated_api" if symbol and diagnostics.is_library_symbol(symbol) else "compile_error"
-        text = f"undefined symbol {symbol}" if symbol else _first_line(output)
+        text = f"undefined symbol {symbol}" if symbol else diagnostics.first_line(output)
         return Failure(category, "LoadError", f"extension '{record.get('name')}' built but failed to load: {text}")
     if kind == "toolchain":
-        return Failure("harness", "ToolchainError", _first_line(output))
+        return Failure("harness", "ToolchainError", diagnostics.first_line(output))
     return None
 
 
@@ -75,7 +64,7 @@ def classify_exception(info: dict[str, Any]) -> Failure:
     """An exception a worker caught, described as data."""
     etype = info.get("type", "Exception")
     short = etype.rsplit(".", 1)[-1]
-    message = f"{short}: {_first_line(info.get('message', ''))}" if info.get("message") else short
+    message = f"{short}: {diagnostics.first_line(info.get('message', ''))}" if info.get("message") else short
     build = info.get("build_failure")
     if build:
         failure = classify_build(build)

@@ -89,6 +89,24 @@ def parse(output: str) -> list[Diagnostic]:
     return [d for _, d in found]
 
 
+def first_line(text: str) -> str:
+    """The first line with text in it (stripped)."""
+    return next((line.strip() for line in str(text).splitlines() if line.strip()), str(text).strip())
+
+
+def headline(output: str) -> tuple[str, Diagnostic | None, list[Diagnostic]]:
+    """Why a build failed, in one line: the first missing header or symbol,
+    else the first error, else the first line after ninja's FAILED; with the
+    diagnostic chosen and all of them."""
+    diags = parse(output)
+    missing = [d for d in diags if d.missing]
+    chosen = missing[0] if missing else (diags[0] if diags else None)
+    if chosen is None:
+        return first_line(output.split("FAILED:")[-1]) or "build failed", None, diags
+    where = f"{chosen.file.rsplit('/', 1)[-1]}:{chosen.line}: " if chosen.file else ""  # the build folder is noise
+    return f"{where}{chosen.message}", chosen, diags
+
+
 # Namespaces of libraries a candidate links against; a missing symbol there is a
 # hallucinated API, a missing symbol of the candidate's own is a compile error.
 LIBRARY_NAMESPACES = ("at::", "c10::", "torch::", "caffe2::", "cub::", "thrust::", "cutlass::", "cute::",

@@ -193,6 +193,7 @@ class Evaluation:
         """The builds the candidate made so far (from its setup reply, its build events, or its
         final report: all of them, those of the construction and the calls too)."""
         builds = [{k: b.get(k) for k in ("name", "ok", "seconds", "cached", "in_hold") + (("key",) if "key" in b else ())}
+                  | ({"error": b["error"][:settings.BUILD_ERROR_CHARS]} if isinstance(b.get("error"), str) else {})
                   for b in payload.get("builds") or []]
         if builds:
             self.record["builds"] = builds
@@ -390,8 +391,8 @@ class Evaluation:
         found = verdict.TimedEvidence(
             device=cfg.device, flags=tuple(self.flags), defines_kernel=source.defines_kernel(self.src.evidence, cfg.device),
             launched=launched, timing_verdict=comparison["verdict"], speedup_ci=comparison["speedup_ci"],
-            log=self.log_path(), failed_builds=tuple(str(b.get("name")) for b in self.record.get("builds") or []
-                                                     if not b.get("ok")),
+            log=self.log_path(), failed_builds=tuple(str(b.get("name")) + (f" ({b['error']})" if b.get("error") else "")
+                                                     for b in self.record.get("builds") or [] if not b.get("ok")),
             share=self.record["kernel_evidence"].get("share"))
         self.record["custom_kernel"] = verdict.is_custom_kernel(found)
         category, error = verdict.timed_verdict(found)

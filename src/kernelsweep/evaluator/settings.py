@@ -85,6 +85,8 @@ SPEEDUP_BOUND = 1000.0
 # entry point or a kernel over a sliver of the data falls far below; a fused epilogue beside a
 # library GEMM can too, and is then judged as PyTorch with a kernel on the side.
 KERNEL_SHARE_MIN = 0.1
+# A failed build's one line (diagnostics.headline) kept in the record; the log keeps the rest.
+BUILD_ERROR_CHARS = 300
 # Peak memory bandwidth assumed when the device reports none; deliberately
 # generous so that the floor (output bytes / peak) only catches the impossible.
 FALLBACK_PEAK_BYTES_PER_S = {"cuda": 10e12, "cpu": 1e12}

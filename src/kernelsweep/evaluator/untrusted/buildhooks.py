@@ -38,6 +38,8 @@ from typing import Any
 import torch
 import torch.utils.cpp_extension as cpp_extension
 
+from kernelsweep.evaluator import diagnostics, settings
+
 KEY_VERSION = "1"
 _CUDA_SUFFIXES = (".cu", ".cuh")
 # Arguments that do not change the binary.
@@ -232,5 +234,8 @@ class BuildHooks:
         return build
 
     def summary(self) -> list[dict[str, Any]]:
-        """Build records without the (long) compiler output."""
-        return [{k: v for k, v in r.items() if k != "output"} for r in self.records]
+        """Build records without the (long) compiler output; a failed build
+        with the line that says why (a candidate may catch the failure and fall back)."""
+        return [{k: v for k, v in r.items() if k != "output"}
+                | ({"error": diagnostics.headline(r["output"])[0][:settings.BUILD_ERROR_CHARS]}
+                   if not r.get("ok") and r.get("output") else {}) for r in self.records]
