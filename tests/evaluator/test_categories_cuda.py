@@ -105,6 +105,20 @@ def test_category(cuda_builds, build_dir, tmp_path, reference, candidate, accept
         assert [c["ok"] for c in r["variants"]["checked"]] == [True, False], r["variants"]
 
 
+def test_a_cupy_kernel_is_a_custom_kernel_by_its_work(build_dir, tmp_path):
+    """CuPy builds with NVRTC into its own cache (under the home directory by
+    default, read-only in the confined worker): it runs confined, and its kernel,
+    from no known library, is the candidate's work in the profiled call."""
+    pytest.importorskip("cupy")
+    from kernelsweep.evaluator import evaluate
+
+    r = evaluate(REFERENCES / "vector_add.py", CUDA / "cupy_add.py", device="cuda", trials=3, timing_trials=30,
+                 warmup=5, build_dir=build_dir, log_dir=tmp_path / "logs")
+    print(_brief(r), r["kernel_evidence"])
+    assert r["category"] in SUCCESS and r["custom_kernel"], _brief(r)
+    assert r["kernel_evidence"]["share"] >= 0.5, r["kernel_evidence"]
+
+
 def test_tf32_is_flagged_and_judged_at_its_accuracy(build_dir, tmp_path):
     """The reference multiplies with TF32 off; a candidate that turns it on is
     computed with it (wrong beyond fp32's tolerance on a 64x64 product of
