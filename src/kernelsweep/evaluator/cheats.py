@@ -73,7 +73,8 @@ FLAGS = {f.name: f for f in (
     Flag("degenerate_tolerance", INFO, "reference worker",
          "an all-zero output would pass the precision's tolerance: judged with a distinguishing atol"),
     Flag("unsynchronized_work", INFO, "parent, sentinel calls",
-         "calls leave work running past their end event: both sides timed with a full device synchronize"),
+         "calls leave work running past their end event (in two sets of sentinel calls): both sides timed with "
+         "a full device synchronize"),
     Flag("timing_unstable", INFO, "parent, timing", "the speedup interval is too wide for a verdict (CPU target, other load)"),
     Flag("stray_processes", INFO, "sandbox", "the candidate left processes behind (killed)"),
 )}
