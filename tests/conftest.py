@@ -6,6 +6,7 @@ so later sessions find it ready), and one build cache for the studies."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -18,18 +19,36 @@ TESTS = Path(__file__).resolve().parent
 BUILD_FOLDERS = ("evaluator", "agent")
 
 
+# Seconds each xdist group took in a slow-tier run (scripts/group_seconds.py writes it from
+# a JUnit report): only the order groups are handed to the workers in, longest first.
+GROUP_SECONDS = TESTS / "group_seconds.json"
+
+
+def group_of(item: pytest.Item) -> str:
+    """scripts/test.sh runs each tier on two workers (`--dist loadgroup`): a file's tests on one
+    (its module fixtures built once), and every test of the SLURM cluster on one (one queue)."""
+    if item.get_closest_marker("slurm"):
+        return "slurm-cluster"
+    return Path(item.fspath).resolve().relative_to(TESTS).as_posix()
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """The slow tier (`-m slow`, scripts/test.sh runs it second) is every test marked
-    `slow`, every test of BUILD_FOLDERS, and every test that needs the embedded model."""
+    `slow`, every test of BUILD_FOLDERS, and every test that needs the embedded model.
+    Groups go out longest first (GROUP_SECONDS; a group not listed counts as short):
+    two workers handed a six-minute group last would end minutes apart."""
     for item in items:
         folder = Path(item.fspath).resolve().relative_to(TESTS).parts[0]
         if folder in BUILD_FOLDERS or "embedded_checkpoint" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
-        # scripts/test.sh runs each tier on two workers (`--dist loadgroup`): a file's tests on one
-        # (its module fixtures built once), and every test of the SLURM cluster on one (one queue).
-        group = "slurm-cluster" if item.get_closest_marker("slurm") else str(item.fspath)
-        item.add_marker(pytest.mark.xdist_group(group))
+        item.add_marker(pytest.mark.xdist_group(group_of(item)))
+    seconds = json.loads(GROUP_SECONDS.read_text()) if GROUP_SECONDS.exists() else {}
+    first_seen = {}
+    for index, item in enumerate(items):
+        first_seen.setdefault(group_of(item), index)
+    # A stable sort: each group's tests stay together and in their order (module fixtures).
+    items.sort(key=lambda item: (-seconds.get(group_of(item), 0.0), first_seen[group_of(item)]))
 
 
 @pytest.fixture(scope="session")
