@@ -5,8 +5,10 @@
 #   2. the slow tier, the tests marked `slow` (real model, whole studies, the
 #      SLURM cluster, the evaluator's confined workers).
 # Each tier runs on two pytest workers (pytest-xdist, `--dist loadgroup`): one
-# file's tests on one worker, all the SLURM cluster's on one (tests/conftest.py);
-# one worker alone used ~1 of the 2 cores (26 min of CPU in 27.5 min).
+# file's tests on one worker, all the SLURM cluster's on one (tests/conftest.py),
+# the longest groups first (tests/group_seconds.json; scripts/group_seconds.py
+# rewrites it from a run's JUnit report); one worker alone used ~1 of the 2 cores
+# (26 min of CPU in 27.5 min).
 # With arguments, one pytest run with them instead (e.g. `./scripts/test.sh
 # tests/workflow -k killed`). Either way a run that collects no test fails
 # (pytest's exit 5), and each pytest run ends with its summary line.
