@@ -40,7 +40,8 @@ def candidates(results: Path) -> list[dict]:
             "cell": str(path.parent.relative_to(results / "runs")),
             "category": record.get("category"),
             "build_s": build.get("wall_s"),
-            "built": bool(build.get("builds")),  # compiled an extension, or tried to (else nothing to build)
+            # compiled an extension, or tried to, at import or ahead of __init__/forward (else nothing to build)
+            "built": bool(build.get("builds") or (build.get("ahead") or {}).get("builds")),
             "eval_s": record.get("wall_s"),
             "held_s": stages.get("device_held", record.get("gpu_s")),
             "start": min(t for t in (built_at, run["started"]) if t is not None),
