@@ -99,6 +99,8 @@ def test_a_cheat_after_timing():
     ({"launched": False}, "did not run them"),
     ({"launched": False, "failed_builds": ("fused", "fused")}, "extension(s) fused did not build"),
     ({"flags": (NOT_A_KERNEL,), "share": 0.02}, "share of the work 0.02"),
+    # a build that failed before one that ran: the flag is the reason, not the failure
+    ({"flags": (NOT_A_KERNEL,), "share": 0.02, "failed_builds": ("first_try",)}, "share of the work 0.02"),
 ])
 def test_not_a_custom_kernel_says_why(change, says):
     found = timed(**change)

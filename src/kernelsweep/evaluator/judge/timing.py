@@ -282,7 +282,9 @@ def _hidden_work(ev: Evaluation, ref: Worker, cand: Worker, seeds: list[int], re
     delays a few synchronized calls once, work that escapes the end event
     does it every time."""
     for attempt in range(SENTINEL_CONFIRMATIONS):
-        sentinel = seeds[attempt * SENTINEL_CALLS:(attempt + 1) * SENTINEL_CALLS] or seeds[:SENTINEL_CALLS]
+        sentinel = seeds[attempt * SENTINEL_CALLS:(attempt + 1) * SENTINEL_CALLS]
+        if len(sentinel) < SENTINEL_CALLS:  # a short first block: its first calls again
+            sentinel = seeds[:SENTINEL_CALLS]
         ref_synced = metrics.median(_ref_block(ev, ref, cand, sentinel, True))
         reply = cand.request("block", seeds=sentinel, synchronized=True)
         if not reply or reply.get("status") != "ok":

@@ -115,7 +115,7 @@ def not_custom_error(e: TimedEvidence) -> dict[str, Any]:
     flags = sorted(set(e.flags) & cheats.NOT_A_KERNEL_FLAGS)
     if not e.defines_kernel:
         message = f"the source defines no {kinds}: the work is PyTorch's"
-    elif e.failed_builds:
+    elif not e.launched and e.failed_builds:
         message = (f"its extension(s) {', '.join(sorted(set(e.failed_builds)))} did not build; the judged calls "
                    f"ran without them (a fallback path)")
     elif not e.launched:
