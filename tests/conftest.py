@@ -24,12 +24,11 @@ BUILD_FOLDERS = ("evaluator", "agent")
 GROUP_SECONDS = TESTS / "group_seconds.json"
 
 
-def group_of(item: pytest.Item) -> str:
+def group_of(item: pytest.Item, path: Path) -> str:
     """scripts/test.sh runs each tier on two workers (`--dist loadgroup`): a file's tests on one
-    (its module fixtures built once), and every test of the SLURM cluster on one (one queue)."""
-    if item.get_closest_marker("slurm"):
-        return "slurm-cluster"
-    return Path(item.fspath).resolve().relative_to(TESTS).as_posix()
+    (its module fixtures built once), and every test of the SLURM cluster on one (one queue).
+    `path`: the item's file, relative to tests/."""
+    return "slurm-cluster" if item.get_closest_marker("slurm") else path.as_posix()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -38,17 +37,18 @@ def pytest_collection_modifyitems(config, items):
     `slow`, every test of BUILD_FOLDERS, and every test that needs the embedded model.
     Groups go out longest first (GROUP_SECONDS; a group not listed counts as short):
     two workers handed a six-minute group last would end minutes apart."""
-    for item in items:
-        folder = Path(item.fspath).resolve().relative_to(TESTS).parts[0]
-        if folder in BUILD_FOLDERS or "embedded_checkpoint" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.slow)
-        item.add_marker(pytest.mark.xdist_group(group_of(item)))
-    seconds = json.loads(GROUP_SECONDS.read_text()) if GROUP_SECONDS.exists() else {}
-    first_seen = {}
+    groups: dict[str, str] = {}  # nodeid -> group
+    first_seen: dict[str, int] = {}
     for index, item in enumerate(items):
-        first_seen.setdefault(group_of(item), index)
+        path = Path(item.fspath).resolve().relative_to(TESTS)
+        if path.parts[0] in BUILD_FOLDERS or "embedded_checkpoint" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+        group = groups[item.nodeid] = group_of(item, path)
+        item.add_marker(pytest.mark.xdist_group(group))
+        first_seen.setdefault(group, index)
+    seconds = json.loads(GROUP_SECONDS.read_text()) if GROUP_SECONDS.exists() else {}
     # A stable sort: each group's tests stay together and in their order (module fixtures).
-    items.sort(key=lambda item: (-seconds.get(group_of(item), 0.0), first_seen[group_of(item)]))
+    items.sort(key=lambda item: (-seconds.get(groups[item.nodeid], 0.0), first_seen[groups[item.nodeid]]))
 
 
 @pytest.fixture(scope="session")

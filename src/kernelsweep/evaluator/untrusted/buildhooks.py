@@ -108,6 +108,12 @@ def _remember_failure(directory: Path, output: str) -> None:
     os.replace(tmp, directory / _FAILURE_FILE)
 
 
+def _why_it_failed(output: str) -> dict[str, str]:
+    """A failed build's one line (diagnostics.headline), parsed once when it fails;
+    nothing where the failure said nothing."""
+    return {"error": diagnostics.headline(output)[0][:settings.BUILD_ERROR_CHARS]} if output else {}
+
+
 def _known_failure(directory: Path) -> dict[str, Any] | None:
     try:
         return json.loads((directory / _FAILURE_FILE).read_text())
@@ -201,7 +207,7 @@ class BuildHooks:
                 # build fail with compiler errors: fail the same way without recompiling.
                 exc = RuntimeError(f"Error building extension '{name}' (cached failure): {known['output']}")
                 record.update(ok=False, seconds=0.0, kind="compile", exception="RuntimeError",
-                              output=known["output"], cached=True)
+                              output=known["output"], cached=True, **_why_it_failed(known["output"]))
                 hooks.records.append(record)
                 hooks.failures[id(exc)] = record
                 hooks.channel.send("build_end", name=name, ok=False, seconds=0.0, cached=True)
@@ -212,8 +218,9 @@ class BuildHooks:
                 with one_builder(directory):
                     module = real(**arguments)
             except BaseException as exc:
+                output = str(exc)[-60000:]
                 record.update(ok=False, seconds=time.monotonic() - t0, kind=failure_kind(exc),
-                              exception=type(exc).__name__, output=str(exc)[-60000:])
+                              exception=type(exc).__name__, output=output, **_why_it_failed(output))
                 hooks.records.append(record)
                 hooks.failures[id(exc)] = record
                 hooks.channel.send("build_end", name=name, ok=False, seconds=record["seconds"])
@@ -234,8 +241,6 @@ class BuildHooks:
         return build
 
     def summary(self) -> list[dict[str, Any]]:
-        """Build records without the (long) compiler output; a failed build
-        with the line that says why (a candidate may catch the failure and fall back)."""
-        return [{k: v for k, v in r.items() if k != "output"}
-                | ({"error": diagnostics.headline(r["output"])[0][:settings.BUILD_ERROR_CHARS]}
-                   if not r.get("ok") and r.get("output") else {}) for r in self.records]
+        """Build records without the (long) compiler output (a failed build keeps
+        its `error` line: a candidate may catch the failure and fall back)."""
+        return [{k: v for k, v in r.items() if k != "output"} for r in self.records]
