@@ -49,6 +49,10 @@ CASES = [
     ("pair_swapped", "pair_out", CPU / "pair_swapped.py", {"shape_mismatch"}, {}),
     ("pair_out", "pair_out", CPU / "pair_out.py", {"no_custom_kernel"}, {}),
     ("hallucinated_attribute", "add", CPU / "hallucinated_attr.py", {"hallucinated_api"}, {}),
+    # A failed CUDA-graph capture in forward must not break the harness's later input draws.
+    ("failed_graph_capture", "add", CUDA / "failed_graph_capture.py", {"no_custom_kernel"}, {}),
+    # A graph that replays its first call's input copy: wrong in the trials (each input at a new address).
+    ("graph_on_stale_input", "add", CUDA / "graph_stale_input.py", {"wrong_output"}, {}),
     # Shape variants (kernelsweep.core.shapes): the grid sized for the task's N misses the larger variant's tail.
     ("grid_for_task_shape", "add_sized", CUDA / "cuda_fixed_grid.py", {"wrong_on_variant"}, {}),
     ("kernel_on_every_shape", "add_sized", CUDA / "cuda_add.py", SUCCESS, {}),

@@ -265,6 +265,11 @@ def trials(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]],
     results = []
     seconds = {"calls": 0.0, "save": 0.0}  # where the time goes (diagnostics only: this process is untrusted)
     lent, refused = _borrow(s, handoff)
+    # The previous call's inputs stay alive until the next call's are made, so no two
+    # consecutive calls get their inputs at the same address: a candidate that kept an
+    # input's address (a CUDA graph that replays its first call's copy from the input)
+    # computes on stale data in its trials, as it does in the timed calls.
+    held: list = []
     try:
         with torch.no_grad():
             for i, case in enumerate(cases):
@@ -273,6 +278,7 @@ def trials(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]],
                     inputs = trees.to_device(trees.load(s.shared / case["inputs"]), s.device)
                 else:
                     inputs = seeding.make_inputs(s.ref, case["seed"], s.precision, s.device)
+                held[:] = [inputs]  # the previous call's released only now
                 if i == 0:
                     check_call(s.model.forward, inputs, "ModelNew.forward")
                 saved, signals = _call_checked(s, inputs, case["seed"], bool(case.get("armed")))
@@ -286,7 +292,7 @@ def trials(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]],
                     result["described"] = devicehandoff.described(saved)  # a mismatch: no values needed
                 else:
                     outputfiles.save_output(saved, s.private / f"{case['name']}.pt")
-                del saved, inputs  # off the device before the next call
+                del saved, inputs  # the output off the device before the next call
                 seconds["calls"] += saving - started
                 seconds["save"] += time.monotonic() - saving
                 results.append(result)

@@ -18,6 +18,7 @@ DTYPES = {name: getattr(torch, dtype) for name, dtype in taskcode.DTYPE_NAMES.it
 
 
 def set_seed(seed: int) -> None:
+    _fresh_cuda_generators()
     random.seed(seed)
     torch.manual_seed(seed)  # seeds every CUDA device too
     try:
@@ -25,6 +26,18 @@ def set_seed(seed: int) -> None:
         np.random.seed(seed % (2**32))
     except ImportError:
         pass
+
+
+def _fresh_cuda_generators() -> None:
+    """A CUDA graph capture that fails (cuDNN failing to allocate inside it, a
+    host sync while capturing) never ends its default generator's capture, and
+    every later draw on that generator raises "Offset increment outside graph
+    capture". Before each seeding the default generators get a fresh state, so a
+    candidate's failed capture cannot break the draws that follow it."""
+    if not torch.cuda.is_initialized():
+        return
+    for index, generator in enumerate(torch.cuda.default_generators):
+        generator.graphsafe_set_state(torch.Generator(device=f"cuda:{index}").graphsafe_get_state())
 
 
 def cast_precision(obj: Any, precision: str) -> Any:
