@@ -32,8 +32,8 @@ def slurm_cluster():
 def tiny_workflow_on_slurm(slurm_cluster, tmp_path_factory) -> Snakemake:
     """tests/slurm/Snakefile through profiles/slurm, running in the background from the
     first request on (test_slurm_profile.py waits for it and checks it). Its jobs take
-    a second each and it spends its minute polling the scheduler, so it is started
-    while the demo test keeps the cores busy (start_tiny_workflow)."""
+    a second each and it mostly waits on the scheduler, so it is started while the
+    demo test keeps the cores busy (start_tiny_workflow)."""
     run = Snakemake(["-s", str(TINY), "--workflow-profile", str(PROFILE), *SLURM_TEST_OPTIONS],
                     tmp_path_factory.mktemp("tiny") / "slurm")
     try:

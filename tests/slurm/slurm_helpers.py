@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +16,7 @@ REPO = HERE.parents[1]
 CLUSTER = HERE / "cluster.sh"
 PROFILE = REPO / "profiles" / "slurm"
 TINY = HERE / "Snakefile"  # the tiny stand-in workflow of test_slurm_profile.py
+POLLING = HERE / "snakemake_polling.py"  # the snakemake CLI, its SLURM status checks kept short
 VENV_BIN = Path(sys.executable).parent
 
 # Options the test cluster needs on top of the profile: no accounting storage,
@@ -47,10 +47,9 @@ class Snakemake:
 
     def __init__(self, args: list[str], workdir: Path, log: str = "snakemake.out", **env: str):
         workdir.mkdir(parents=True, exist_ok=True)
-        snakemake = shutil.which("snakemake", path=str(VENV_BIN)) or "snakemake"
         self.workdir, self.log = workdir, workdir / log
         with open(self.log, "w") as out:
-            self.proc = subprocess.Popen([snakemake, "--directory", str(workdir), *args], cwd=workdir,
+            self.proc = subprocess.Popen([sys.executable, str(POLLING), "--directory", str(workdir), *args], cwd=workdir,
                                          env=workflow_env(**env), stdout=out, stderr=subprocess.STDOUT,
                                          text=True, start_new_session=True)
 

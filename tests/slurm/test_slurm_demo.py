@@ -108,8 +108,8 @@ def test_demo_study_on_slurm_matches_a_local_run(slurm_cluster, embedded_checkpo
     def study(config: Path) -> list[str]:  # targets first: --configfile takes several values
         return [*TARGETS, "-s", str(SNAKEFILE), "--configfile", str(config), "--config", f"tasks={{ids: {TASK_IDS}}}"]
 
-    # The two runs go side by side: the SLURM run spends much of its time waiting for the
-    # scheduler's status checks, which the local run fills (the verdicts compared do not
+    # The two runs go side by side: the SLURM run spends some of its time waiting for the
+    # scheduler, which the local run fills (the verdicts compared do not
     # depend on timings). The local run builds into the session's study build cache
     # (tests/workflow's studies find the demo's kernels there); the SLURM run into its own,
     # so its compile jobs build on the node.
