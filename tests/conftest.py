@@ -51,6 +51,18 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: (-seconds.get(groups[item.nodeid], 0.0), first_seen[groups[item.nodeid]]))
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    """Under `--dist loadgroup` pytest-xdist sends tests to workers by the group it appends
+    to their ids (every test has one here: group_of). Where that renaming does not take
+    (pytest 9.2 with xdist 3.8), every test is sent alone: module fixtures built on both
+    workers, the SLURM tests split over them and their one cluster. Stop the run then,
+    rather than let it go slow and wrong."""
+    if node.config.getoption("dist") == "loadgroup" and ids and "@" not in ids[0]:
+        pytest.exit(f"--dist loadgroup: the tests lost their groups (e.g. {ids[0]}): this pytest and "
+                    "pytest-xdist do not group tests together (see pyproject.toml)", returncode=4)
+
+
 @pytest.fixture(scope="session")
 def embedded_checkpoint() -> Path:
     """The prepared Gemma 3 270M checkpoint (about 2 minutes the first time, then cached)."""

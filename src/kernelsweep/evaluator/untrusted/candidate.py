@@ -265,20 +265,12 @@ def trials(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]],
     results = []
     seconds = {"calls": 0.0, "save": 0.0}  # where the time goes (diagnostics only: this process is untrusted)
     lent, refused = _borrow(s, handoff)
-    # The previous call's inputs stay alive until the next call's are made, so no two
-    # consecutive calls get their inputs at the same address: a candidate that kept an
-    # input's address (a CUDA graph that replays its first call's copy from the input)
-    # computes on stale data in its trials, as it does in the timed calls.
-    held: list = []
+    held: list = []  # the previous call's inputs (_trial_inputs)
     try:
         with torch.no_grad():
             for i, case in enumerate(cases):
                 started = time.monotonic()
-                if case.get("inputs"):
-                    inputs = trees.to_device(trees.load(s.shared / case["inputs"]), s.device)
-                else:
-                    inputs = seeding.make_inputs(s.ref, case["seed"], s.precision, s.device)
-                held[:] = [inputs]  # the previous call's released only now
+                inputs = _trial_inputs(s, case, held)
                 if i == 0:
                     check_call(s.model.forward, inputs, "ModelNew.forward")
                 saved, signals = _call_checked(s, inputs, case["seed"], bool(case.get("armed")))
@@ -300,6 +292,28 @@ def trials(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]],
         if lent is not None:
             lent.close()  # after a device synchronize: every copy into it is done
     return {"trials": results, "seconds": seconds, **({"handoff_refused": refused} if refused else {})}
+
+
+def _trial_inputs(s: State, case: dict[str, Any], held: list) -> list:
+    """A trial's inputs, made while the previous trial's (`held`) are still alive, so
+    no two consecutive calls get their inputs at the same address: a candidate that
+    kept an input's address (a CUDA graph replaying its first call's copy from the
+    input) computes on stale data in its trials, as it would in the timed calls.
+    Where both sets do not fit on the device at once, the previous one goes first."""
+    def make() -> list:
+        if case.get("inputs"):
+            return trees.to_device(trees.load(s.shared / case["inputs"]), s.device)
+        return seeding.make_inputs(s.ref, case["seed"], s.precision, s.device)
+
+    try:
+        inputs = make()
+    except torch.OutOfMemoryError:
+        inputs = None  # retried after the except clause, which holds the failed draw's frames
+    if inputs is None:
+        held.clear()
+        inputs = make()
+    held[:] = [inputs]
+    return inputs
 
 
 def _borrow(s: State, handoff: dict[str, Any] | None) -> tuple[Any, str | None]:
