@@ -30,6 +30,8 @@ CASES = [
     ("add", "dtype_mismatch", "shape_mismatch"),
     ("pair_out", "pair_swapped", "shape_mismatch"),
     ("add", "wrong_output", "wrong_output"),
+    # Consecutive trials never share input addresses: reading the first call's is wrong at the second.
+    ("add", "reads_first_input_address", "wrong_output"),
     ("add", "pytorch_only", "no_custom_kernel"),
     ("pair_out", "pair_out", "no_custom_kernel"),
     ("add", "cpp_unused", "no_custom_kernel"),
