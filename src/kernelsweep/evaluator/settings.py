@@ -95,6 +95,12 @@ FALLBACK_PEAK_BYTES_PER_S = {"cuda": 10e12, "cpu": 1e12}
 # bytes of them are kept, but never fewer than two sets (fresh inputs per call).
 TIMING_POOL_BYTES = {"cuda": 4 << 30, "cpu": 512 << 20}
 
+# Correctness trials: the previous trial's inputs stay alive through the next trial's
+# call (untrusted/candidate._trial_inputs) where they are at most this many bytes,
+# so no trial's inputs, nor the harness's copies of them, lie where the previous
+# trial's did; bigger sets are released once the next set is made.
+HELD_INPUT_BYTES = {"cuda": 2 << 30, "cpu": 256 << 20}
+
 # Shape variants (kernelsweep.core.shapes): a variant whose inputs exceed both the
 # task's own inputs and this many bytes is dropped (a larger shape only where
 # memory allows; both workers hold the task's and the variant's model at once).

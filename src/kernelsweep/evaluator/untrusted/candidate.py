@@ -271,6 +271,8 @@ def trials(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]],
             for i, case in enumerate(cases):
                 started = time.monotonic()
                 inputs = _trial_inputs(s, case, held)
+                if trees.tree_nbytes(held) > settings.HELD_INPUT_BYTES[s.device.type]:
+                    held.clear()  # too big to keep beside this trial's: given way now that its inputs are made
                 if i == 0:
                     check_call(s.model.forward, inputs, "ModelNew.forward")
                 saved, signals = _call_checked(s, inputs, case["seed"], bool(case.get("armed")))
@@ -284,6 +286,7 @@ def trials(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]],
                     result["described"] = devicehandoff.described(saved)  # a mismatch: no values needed
                 else:
                     outputfiles.save_output(saved, s.private / f"{case['name']}.pt")
+                held[:] = [inputs]  # through the next trial's call
                 del saved, inputs  # the output off the device before the next call
                 seconds["calls"] += saving - started
                 seconds["save"] += time.monotonic() - saving
@@ -295,11 +298,13 @@ def trials(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]],
 
 
 def _trial_inputs(s: State, case: dict[str, Any], held: list) -> list:
-    """A trial's inputs, made while the previous trial's (`held`) are still alive, so
-    no two consecutive calls get their inputs at the same address: a candidate that
-    kept an input's address (a CUDA graph replaying its first call's copy from the
-    input) computes on stale data in its trials, as it would in the timed calls.
-    Where both sets do not fit on the device at once, the previous one goes first."""
+    """A trial's inputs, made while the previous trial's (`held`) are still alive,
+    which trials() keeps through this trial's call: no trial's inputs, nor the
+    harness's copies of them made before the call, lie where the previous trial's
+    did. So a candidate that kept an input's address (a CUDA graph replaying its
+    first call's copy from the input) computes on stale data in its trials, as it
+    would in the timed calls. Where both sets do not fit on the device at once,
+    the previous one goes first."""
     def make() -> list:
         if case.get("inputs"):
             return trees.to_device(trees.load(s.shared / case["inputs"]), s.device)
@@ -312,7 +317,6 @@ def _trial_inputs(s: State, case: dict[str, Any], held: list) -> list:
     if inputs is None:
         held.clear()
         inputs = make()
-    held[:] = [inputs]
     return inputs
 
 
