@@ -311,13 +311,11 @@ def _trial_inputs(s: State, case: dict[str, Any], held: list) -> list:
         return seeding.make_inputs(s.ref, case["seed"], s.precision, s.device)
 
     try:
-        inputs = make()
+        return make()
     except torch.OutOfMemoryError:
-        inputs = None  # retried after the except clause, which holds the failed draw's frames
-    if inputs is None:
-        held.clear()
-        inputs = make()
-    return inputs
+        pass  # retried after the except clause, which holds the failed draw's frames
+    held.clear()
+    return make()
 
 
 def _borrow(s: State, handoff: dict[str, Any] | None) -> tuple[Any, str | None]:
