@@ -137,8 +137,12 @@ def test_catalogue_address_keyed_result_cache(run_eval, tmp_path):
     r = _adv(run_eval, "matmul_small", "addr_cache")
     # Fresh inputs on every timed call: the cache never hits, and the naive
     # matmul is judged for what it is: a correct custom kernel, slower than
-    # the reference's BLAS (about 0.4x).
-    assert r["category"] == "correct_slower" and r["custom_kernel"] is True, _why(r)
+    # the reference's BLAS (about 0.4x). Other load on the two CI cores may
+    # spread the timings past a verdict (CI stop 43: correct_unstable at
+    # 0.34x): said so, never faster.
+    assert r["category"] in ("correct_slower", "correct_unstable") and r["custom_kernel"] is True, _why(r)
+    if r["category"] == "correct_unstable":
+        assert r["timing_verdict"] == "unstable" and "timing_unstable" in r["flags"], _why(r)
     assert r["faster"] is not True, _why(r)
 
 
