@@ -93,7 +93,7 @@ def study_build_cache(shared_by_workers) -> Path:
     """One build cache (the config key `build_cache`) for the studies the tests run
     through Snakemake: the cache is keyed by the candidate's hash, as a real study's
     shared cache is, so a candidate one study built is found built by the next
-    (the demo's and the replay studies' kernels compile once per session). The
-    SLURM run of the demo keeps its own, so that its compile jobs build; the
-    evaluator's tests of building and caching keep theirs."""
+    (the demo's, the replay studies' and the react trajectories' kernels compile
+    once per session, the SLURM run's too); the evaluator's tests of building and
+    caching keep theirs."""
     return shared_by_workers("study-build")

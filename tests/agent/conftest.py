@@ -1,6 +1,6 @@
 """Scripted trajectories for the react agent: a replay file of model replies
 (text protocol), a demo task (L0-001) on the CPU, real evaluations with a C++
-kernel, and a build cache shared by the tests so the kernel compiles once."""
+kernel, and the session's build cache so the kernel compiles once."""
 
 from __future__ import annotations
 
@@ -20,8 +20,10 @@ FAST_EVAL = {"trials": 2, "timing_trials": 5, "warmup": 1, "timeout_s": 120, "co
 
 
 @pytest.fixture(scope="session")
-def build_dir(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("react-build")
+def build_dir(study_build_cache) -> Path:
+    """The session's study build cache (tests/conftest.py): the kernel these
+    trajectories submit compiles once for both workers and the react study."""
+    return study_build_cache
 
 
 class Scenario:

@@ -16,13 +16,13 @@ from kernelsweep.study.matrix import REPO_ROOT
 pytestmark = pytest.mark.slow
 
 
-def test_react_cell_through_snakemake(tmp_path):
+def test_react_cell_through_snakemake(tmp_path, study_build_cache):
     (tmp_path / "replay").mkdir()
     replies = [f"Action: write_file\npath: model_new.py\n{block(GOOD_KERNEL)}", "Action: submit"]
     with open(tmp_path / "replay/react_guarded.jsonl", "w") as f:
         for turn, text in enumerate(replies):
             f.write(json.dumps({"task": "L0-001", "turn": turn, "role": "agent", "raw_response": text}) + "\n")
-    config = {"results": str(tmp_path / "results"), "device": "cpu",
+    config = {"results": str(tmp_path / "results"), "device": "cpu", "build_cache": str(study_build_cache),
               "tasks": {"source": "demo", "levels": [0], "ids": [1]},
               "models": {"recorded": {"backend": "replay", "path": str(tmp_path / "replay")}},
               "methods": {"react_guarded": {"strategy": "react", "goal": "correct", "max_steps": 4}},

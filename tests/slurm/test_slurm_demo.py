@@ -94,9 +94,10 @@ def evaluated_by_the_evaluate_rule(workdir: Path) -> list[Path]:
             and not (p.parents[2] / "react").is_dir()]
 
 
-def smaller_demo(folder: Path, checkpoint: Path) -> Path:
+def smaller_demo(folder: Path, checkpoint: Path, build_cache: Path) -> Path:
     """config/config.yaml, cut down as the module says; every other key as shipped."""
     config = yaml.safe_load(CONFIG.read_text())
+    config["build_cache"] = str(build_cache)
     config["methods"] = {name: config["methods"][name] for name in METHODS}
     config["baseline"]["modes"] = ["eager"]
     # Short replies: the test is about SLURM matching a local run, and every SLURM job loads the
@@ -113,11 +114,15 @@ def smaller_demo(folder: Path, checkpoint: Path) -> Path:
 
 # start_tiny_workflow: test_slurm_profile.py's SLURM run waits on the scheduler beside this test's work.
 @pytest.mark.usefixtures("start_tiny_workflow")
-def test_demo_study_on_slurm_gets_the_local_verdicts(slurm_cluster, embedded_checkpoint, tmp_path):
+def test_demo_study_on_slurm_gets_the_local_verdicts(slurm_cluster, embedded_checkpoint, study_build_cache,
+                                                     tmp_path):
     slurm_dir = tmp_path / "slurm"
-    # A `device: cpu` study: timing jobs on the CPU partition, no GPU requested. It builds
-    # into its own cache, so its compile jobs build on the node.
-    slurm = [*TARGETS, "-s", str(SNAKEFILE), "--configfile", str(smaller_demo(slurm_dir, embedded_checkpoint)),
+    # A `device: cpu` study: timing jobs on the CPU partition, no GPU requested. Its builds go
+    # to the session's study cache, as a real study's shared cache: the fused kernel may be
+    # found built by tests/workflow's demo run; the compile job of `chain_bad` (which no other
+    # study here has) builds on the node.
+    config = smaller_demo(slurm_dir, embedded_checkpoint, study_build_cache)
+    slurm = [*TARGETS, "-s", str(SNAKEFILE), "--configfile", str(config),
              "--config", "tasks={ids: 1-1}", "--workflow-profile", str(PROFILE),
              *SLURM_TEST_OPTIONS]
     run_snakemake(slurm, slurm_dir, timeout=5400, KERNELSWEEP_SLURM_TIMING_GPUS="0")
