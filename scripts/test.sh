@@ -4,11 +4,12 @@
 #      fails here, and the slow tier is not started;
 #   2. the slow tier, the tests marked `slow` (real model, whole studies, the
 #      SLURM cluster, the evaluator's confined workers).
-# Each tier runs on two pytest workers (pytest-xdist, `--dist loadgroup`): one
-# file's tests on one worker, all the SLURM cluster's on one (tests/conftest.py),
-# the longest groups first (tests/group_seconds.json; scripts/group_seconds.py
-# rewrites it from a run's JUnit report); one worker alone used ~1 of the 2 cores
-# (26 min of CPU in 27.5 min).
+# Each tier runs on three pytest workers (pytest-xdist, `--dist loadgroup`; on two
+# cores: many tests wait on timeouts, a scheduler or a child, and a third worker
+# fills those waits): one file's tests on one worker, all the SLURM cluster's on
+# one (tests/conftest.py), the longest groups first (tests/group_seconds.json;
+# scripts/group_seconds.py rewrites it from a run's JUnit report).
+# KERNELSWEEP_TEST_WORKERS sets another number.
 # With arguments, one pytest run with them instead (e.g. `./scripts/test.sh
 # tests/workflow -k killed`). Either way a run that collects no test fails
 # (pytest's exit 5), and each pytest run ends with its summary line.
@@ -19,7 +20,7 @@ cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
 export KERNELSWEEP_SHARED=${KERNELSWEEP_SHARED:-$(cd .. && pwd)/shared}
 PYTEST=(.venv/bin/python -m pytest -q -ra --durations=15)
-XDIST=(-n 2 --dist loadgroup)
+XDIST=(-n "${KERNELSWEEP_TEST_WORKERS:-3}" --dist loadgroup)
 
 if [ $# -gt 0 ]; then
     exec "${PYTEST[@]}" "$@"
