@@ -1,5 +1,5 @@
 """Shared by every test folder: the two tiers of scripts/test.sh (and how their
-two workers share the tests out), the embedded
+workers share the tests out), the embedded
 model prepared once per session (dequantizing its GGUF takes about a minute on
 two cores; the prepared checkpoint is cached under ~/.cache/kernelsweep/models,
 so later sessions find it ready), and one build cache for the studies."""
@@ -25,7 +25,7 @@ GROUP_SECONDS = TESTS / "group_seconds.json"
 
 
 def group_of(item: pytest.Item, path: Path) -> str:
-    """scripts/test.sh runs each tier on two workers (`--dist loadgroup`): a file's tests on one
+    """scripts/test.sh runs each tier on several workers (`--dist loadgroup`): a file's tests on one
     (its module fixtures built once), and every test of the SLURM cluster on one (one queue).
     `path`: the item's file, relative to tests/."""
     return "slurm-cluster" if item.get_closest_marker("slurm") else path.as_posix()
@@ -36,7 +36,7 @@ def pytest_collection_modifyitems(config, items):
     """The slow tier (`-m slow`, scripts/test.sh runs it second) is every test marked
     `slow`, every test of BUILD_FOLDERS, and every test that needs the embedded model.
     Groups go out longest first (GROUP_SECONDS; a group not listed counts as short):
-    two workers handed a six-minute group last would end minutes apart."""
+    workers handed a six-minute group last would end minutes apart."""
     groups: dict[str, str] = {}  # nodeid -> group
     first_seen: dict[str, int] = {}
     for index, item in enumerate(items):
