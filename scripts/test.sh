@@ -4,12 +4,14 @@
 #      fails here, and the slow tier is not started;
 #   2. the slow tier, the tests marked `slow` (real model, whole studies, the
 #      SLURM cluster, the evaluator's confined workers).
-# Each tier runs on three pytest workers (pytest-xdist, `--dist loadgroup`; on two
-# cores: many tests wait on timeouts, a scheduler or a child, and a third worker
-# fills those waits): one file's tests on one worker, all the SLURM cluster's on
-# one (tests/conftest.py), the longest groups first (tests/group_seconds.json;
-# scripts/group_seconds.py rewrites it from a run's JUnit report).
-# KERNELSWEEP_TEST_WORKERS sets another number.
+# Each tier runs on pytest workers (pytest-xdist, `--dist loadgroup`): one file's
+# tests on one worker, all the SLURM cluster's on one (tests/conftest.py), the
+# longest groups first (tests/group_seconds.json; scripts/group_seconds.py
+# rewrites it from a run's JUnit report). On two cores the fast tier takes three:
+# its tests wait on timeouts and children, which a third worker fills (206 s -> 188 s).
+# The slow tier keeps two: it keeps both cores busy from start to end, and a third
+# worker only crowds the timings its verdicts read (a plain-PyTorch copy of a
+# reference was once timed 1.24x faster than it). FAST_WORKERS, SLOW_WORKERS change them.
 # With arguments, one pytest run with them instead (e.g. `./scripts/test.sh
 # tests/workflow -k killed`). Either way a run that collects no test fails
 # (pytest's exit 5), and each pytest run ends with its summary line.
@@ -20,7 +22,8 @@ cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
 export KERNELSWEEP_SHARED=${KERNELSWEEP_SHARED:-$(cd .. && pwd)/shared}
 PYTEST=(.venv/bin/python -m pytest -q -ra --durations=15)
-XDIST=(-n "${KERNELSWEEP_TEST_WORKERS:-3}" --dist loadgroup)
+FAST=(-n "${FAST_WORKERS:-3}" --dist loadgroup)
+SLOW=(-n "${SLOW_WORKERS:-2}" --dist loadgroup)
 
 if [ $# -gt 0 ]; then
     exec "${PYTEST[@]}" "$@"
@@ -48,10 +51,10 @@ tier() {
     >/dev/null 2>&1 &
 prepare_pid=$!
 rc=0
-tier fast -m "not slow" "${XDIST[@]}" || rc=$?
+tier fast -m "not slow" "${FAST[@]}" || rc=$?
 if [ "$rc" -ne 0 ]; then
     kill "$prepare_pid" 2>/dev/null || true  # no slow tier: its checkpoint is not needed
     exit "$rc"
 fi
 wait "$prepare_pid" || true
-tier slow -m slow "${XDIST[@]}"
+tier slow -m slow "${SLOW[@]}"
