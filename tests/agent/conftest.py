@@ -19,13 +19,6 @@ FAST_EVAL = {"trials": 2, "timing_trials": 5, "warmup": 1, "timeout_s": 120, "co
              "equivalence_margin": 0.01, "shape_variants": 2, "tolerance": "ours"}
 
 
-@pytest.fixture(scope="session")
-def build_dir(study_build_cache) -> Path:
-    """The session's study build cache (tests/conftest.py): the kernel these
-    trajectories submit compiles once for both workers and the react study."""
-    return study_build_cache
-
-
 class Scenario:
     """One cell's files: task, replay of the model's replies, spec."""
 
@@ -81,5 +74,7 @@ class Scenario:
 
 
 @pytest.fixture
-def scenario(tmp_path, build_dir) -> Scenario:
-    return Scenario(tmp_path, build_dir)
+def scenario(tmp_path, study_build_cache) -> Scenario:
+    # The session's study build cache (tests/conftest.py): the kernel these trajectories
+    # submit compiles once for every worker and the react study.
+    return Scenario(tmp_path, study_build_cache)
