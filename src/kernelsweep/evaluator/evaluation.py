@@ -278,6 +278,7 @@ class Evaluation:
             build_root=str(self.cand_build), cuda_arch=self.cuda_arch,
             candidate_names=sorted(self.src.defined_names),
             kernel_names=source.kernel_names(self.src.evidence, cfg.device),
+            profiled=source.profiled(self.src.evidence, cfg.device),
             op_namespaces=self.src.evidence.get("op_namespaces", []), handoff_fd=fds.get("candidate")),
             work, confined=True)
         started = time.monotonic()

@@ -139,6 +139,13 @@ def defines_kernel(evidence: dict[str, Any], device: str) -> bool:
         evidence.get("cpp_functions") or evidence.get("bound_functions"))
 
 
+def profiled(evidence: dict[str, Any], device: str) -> bool:
+    """Whether the candidate's forward runs once under the torch profiler
+    (untrusted/kernels.py): on a GPU, for every candidate that defines a kernel
+    (its kernels' share of the device time, their launches)."""
+    return device == "cuda" and defines_kernel(evidence, device)
+
+
 def kernel_names(evidence: dict[str, Any], device: str) -> list[str]:
     """Names a launched kernel (cuda) or an extension call (cpu) should match."""
     if device == "cuda":

@@ -151,12 +151,11 @@ def run(ev: Evaluation, ref: Worker, cand: Worker, manifest: dict[str, Any]) -> 
                 if not reply or reply.get("status") != "ok":
                     return ev.candidate_stopped(cand, reply)
                 cand_ms += reply["ms"]
-    # On a GPU a profiled call for every candidate that defines a kernel: its kernels'
-    # share of the device time (the work share), and the launch evidence where no
-    # extension module was built to count calls into (Triton, a custom op).
-    observe = cfg.device == "cuda" and source.defines_kernel(ev.src.evidence, cfg.device)
+    # One profiled call (source.profiled): its kernels' share of the device time (the
+    # work share), and the launch evidence where no extension module was built to
+    # count calls into (Triton, a custom op).
     with ev.spent("timing_report"):
-        report = cand.request("report", observe=observe)
+        report = cand.request("report", observe=source.profiled(ev.src.evidence, cfg.device))
     if not report or report.get("status") != "ok":
         return ev.candidate_stopped(cand, report)
     if extension_used and cfg.device == "cpu":

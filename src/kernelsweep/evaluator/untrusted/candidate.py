@@ -113,6 +113,8 @@ def prepare(ctx: frame.WorkerContext) -> State:
     s.perturber = Perturber()
     ctx.hooks = BuildHooks(cfg["build_root"], ctx.channel, cfg.get("cuda_arch"), s.perturber).install()
     ctx.hooks.device_held = not cfg.get("await_go")  # without the late claim the device was taken first
+    if cfg.get("profiled"):
+        kernels.load_profiler()  # seconds of imports, on the host rather than in the device's hold
     s.autocast = mathmodes.AutocastWatch()  # before the guard's snapshot: the harness's, no patch
     s.guard = guard.Guard()
     mathmodes.use_strict()  # as the reference: what the candidate lowers from here is its own

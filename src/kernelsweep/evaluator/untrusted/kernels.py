@@ -30,6 +30,14 @@ def _word(name: str) -> re.Pattern:
     return re.compile(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])")
 
 
+def load_profiler() -> None:
+    """What the profiler's first use imports: it looks for torch._inductor
+    (torch.profiler's prepare_trace), and that import brings torch._dynamo, seconds
+    of start-up. Done before the guard's snapshot, whose wrappers it changes."""
+    import torch._inductor  # noqa: F401
+    import torch.profiler  # noqa: F401
+
+
 def observe(call: Callable[[], Any], *, device: torch.device, extension_modules: frozenset[str],
             kernel_names: list[str], op_namespaces: list[str]) -> dict[str, Any]:
     calls: Counter = Counter()
@@ -43,9 +51,9 @@ def observe(call: Callable[[], Any], *, device: torch.device, extension_modules:
     device_events: list[str] = []
     device_us: list[tuple[str, float]] = []  # each kernel's duration: the work share
     host_ops: list[str] = []
-    # The profiler's first use imports torch._dynamo (seconds of start-up), so
-    # on the CPU it runs only when there are custom ops to see; calls into
-    # pybind extension functions are caught by the profile hook alone.
+    # The profiler's first use imports torch._dynamo (load_profiler), so on the
+    # CPU it runs only when there are custom ops to see; calls into pybind
+    # extension functions are caught by the profile hook alone.
     use_profiler = device.type == "cuda" or bool(op_namespaces)
     if use_profiler:
         from torch.profiler import ProfilerActivity, profile
