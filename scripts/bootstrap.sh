@@ -18,8 +18,10 @@ PY
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 PIP=".venv/bin/python -m pip --disable-pip-version-check -q"
 
-# uv installs the same packages in ~10 s where pip takes ~90 s on two cores
-# (docs/measurements/bootstrap.csv). It reads none of pip's configuration:
+# uv installs the same packages in ~40 s where pip takes ~90 s on two cores
+# (docs/measurements/bootstrap.csv), compiling their bytecode as pip does: the
+# confined workers read the venv read-only, and without .pyc files each of them
+# would compile torch's modules again on import. uv reads none of pip's configuration:
 # pip's environment variables are passed on, and where uv cannot be had or its
 # install fails (an index only pip.conf names), pip installs instead.
 uv_args=(--python .venv/bin/python)
@@ -28,7 +30,7 @@ for link in ${PIP_FIND_LINKS:-}; do uv_args+=(--find-links "$link"); done
 for url in ${PIP_EXTRA_INDEX_URL:-}; do uv_args+=(--extra-index-url "$url"); done
 install() {
   if [ "${KERNELSWEEP_NO_UV:-0}" != 1 ] && { [ -x .venv/bin/uv ] || $PIP install uv >/dev/null 2>&1; }; then
-    .venv/bin/uv pip install -q "${uv_args[@]}" "$@" && return 0
+    .venv/bin/uv pip install -q --compile-bytecode "${uv_args[@]}" "$@" && return 0
     echo "bootstrap: uv could not install $*; pip tries" >&2
   fi
   $PIP install "$@"
