@@ -28,8 +28,18 @@ uv_args=(--python .venv/bin/python)
 for link in ${PIP_FIND_LINKS:-}; do uv_args+=(--find-links "$link"); done
 [ -n "${PIP_INDEX_URL:-}" ] && uv_args+=(--index-url "$PIP_INDEX_URL")
 for url in ${PIP_EXTRA_INDEX_URL:-}; do uv_args+=(--extra-index-url "$url"); done
+uv_state=untried  # installing uv is tried once, and only when something is to be installed
+have_uv() {
+  if [ "$uv_state" = untried ]; then
+    uv_state=no
+    if [ "${KERNELSWEEP_NO_UV:-0}" != 1 ] && { [ -x .venv/bin/uv ] || $PIP install uv >/dev/null 2>&1; }; then
+      uv_state=yes
+    fi
+  fi
+  [ "$uv_state" = yes ]
+}
 install() {
-  if [ "${KERNELSWEEP_NO_UV:-0}" != 1 ] && { [ -x .venv/bin/uv ] || $PIP install uv >/dev/null 2>&1; }; then
+  if have_uv; then
     .venv/bin/uv pip install -q --compile-bytecode "${uv_args[@]}" "$@" && return 0
     echo "bootstrap: uv could not install $*; pip tries" >&2
   fi
