@@ -294,11 +294,11 @@ def _late(tmp_path, monkeypatch, *, held: bool) -> int | None:
     return None
 
 
-def _evaluate(candidate, tmp_path, build_dir, reference=REFERENCES / "add.py"):
+def _evaluate(candidate, tmp_path, build_dir, reference=REFERENCES / "add.py", shape_variants=0):
     from kernelsweep.evaluator import evaluate
 
     return evaluate(reference, candidate, device="cpu", trials=2, timing_trials=4, warmup=1, timeout_s=120.0,
-                    build_dir=build_dir, log_dir=tmp_path / "logs", shape_variants=0)
+                    build_dir=build_dir, log_dir=tmp_path / "logs", shape_variants=shape_variants)
 
 
 FAILS_ON_THE_HOST = {
@@ -344,6 +344,24 @@ def test_the_candidate_builds_its_model_before_the_device_is_taken(build_dir, tm
     assert r["category"] == "no_custom_kernel", (r["category"], r["error"])
     stages = r["stage_s"]
     assert stages["warm"] >= 3.0 and stages["construct"] < 1.0, stages
+
+
+def test_the_variants_models_are_built_before_the_device_is_taken(build_dir, tmp_path, monkeypatch):
+    """Each shape variant's ModelNew (and Model) is built in the workers'
+    preparation too: of three 1.5 s constructions none holds the device."""
+    candidate = tmp_path / "slow_init_any_size.py"
+    candidate.write_text(
+        "import time\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        time.sleep(1.5)\n\n"
+        "    def forward(self, a, b):\n        return torch.add(a, b)\n")
+    _late(tmp_path, monkeypatch, held=False)
+    r = _evaluate(candidate, tmp_path, build_dir, reference=REFERENCES / "add_sized.py", shape_variants=2)
+    assert r["category"] == "no_custom_kernel", (r["category"], r["error"])
+    checked = r["variants"]["checked"]
+    assert [c["name"] for c in checked] == ["smaller_odd", "larger_odd"], r["variants"]
+    assert all(c["ok"] and c["built_ahead"] for c in checked), checked
+    stages = r["stage_s"]
+    assert stages["warm"] >= 4.5 and stages["variants"] < 1.5, stages
 
 
 GATE_HOLD_S = 12.0

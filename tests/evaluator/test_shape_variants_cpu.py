@@ -104,6 +104,7 @@ def test_variants_build_modelnew_from_their_own_init_inputs(run_eval):
     assert r["category"] == "no_custom_kernel", (r["category"], r["error"])
     assert all(c["ok"] for c in r["variants"]["checked"]) and len(r["variants"]["checked"]) == 2
     assert r["variants"]["checked"][0]["constants"] == {"batch_size": 5, "in_features": 33, "out_features": 17}
+    assert all(c["built_ahead"] for c in r["variants"]["checked"])  # in the reference's preparation
 
 
 def test_a_variant_the_reference_cannot_run_is_dropped(run_eval):
@@ -144,3 +145,5 @@ def test_a_variant_the_reference_runs_only_with_its_batch_rescaled_is_narrowed(r
     checked = r["variants"]["checked"]
     assert [c["constants"] for c in checked] == [{"batch_size": 9}, {"batch_size": 21}], checked
     assert all(c["ok"] and "RuntimeError" in c["narrowed"] for c in checked), checked
+    # Built ahead with every size rescaled, the reference's Model was built again, narrowed.
+    assert not any(c["built_ahead"] for c in checked), checked

@@ -277,6 +277,8 @@ class Evaluation:
             common, private_dir=str(work / "candidate"), candidate=str(self.candidate),
             build_root=str(self.cand_build), cuda_arch=self.cuda_arch,
             candidate_names=sorted(self.src.defined_names),
+            # Names and sizes, not seeds: the variants' models are built before the device is held.
+            variants=[{"name": v["name"], "constants": v["constants"]} for v in self.variants],
             kernel_names=source.kernel_names(self.src.evidence, cfg.device),
             profiled=source.profiled(self.src.evidence, cfg.device),
             op_namespaces=self.src.evidence.get("op_namespaces", []), handoff_fd=fds.get("candidate")),

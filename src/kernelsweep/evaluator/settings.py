@@ -105,6 +105,11 @@ HELD_INPUT_BYTES = {"cuda": 2 << 30, "cpu": 256 << 20}
 # task's own inputs and this many bytes is dropped (a larger shape only where
 # memory allows; both workers hold the task's and the variant's model at once).
 VARIANT_BYTES = {"cuda": 2 << 30, "cpu": 256 << 20}
+# ...and their models are built on the host before the device is held (in both
+# workers' preparation) while the task's model has at most this many bytes of
+# parameters and buffers: each worker then holds every variant's model on the
+# host (the larger variant's about twice the task's) until it is run.
+VARIANT_AHEAD_BYTES = {"cuda": 1 << 30, "cpu": 128 << 20}
 
 # Logs: a child's stdout+stderr are kept up to this many bytes (head and tail);
 # the rest is counted and dropped so that a flood cannot fill the disk.

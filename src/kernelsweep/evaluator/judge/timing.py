@@ -128,13 +128,15 @@ def run(ev: Evaluation, ref: Worker, cand: Worker, manifest: dict[str, Any]) -> 
             names = [f"timed_b{b}_{p}.pt" for p in positions]
             sample_seed = ev.rng.randrange(2**31)  # sent after the calls: positions unknown before
             with ev.spent("timing_checks"):
-                saved = cand.request("save", positions=positions, names=names, sample_seed=sample_seed)
+                # Both sides at once: nothing is timed meanwhile, and neither reads the other's files.
+                saving = cand.send("save", positions=positions, names=names, sample_seed=sample_seed)
+                computing = ref.send("outputs", seeds=[block[p] for p in positions], names=names,
+                                     sample_seed=sample_seed)
+                saved = cand.reply(saving)
                 if not saved:
                     return ev.candidate_stopped(cand, None)
                 evidence.note_hooks(ev, saved)
-                ev.reference_ok(ref, ref.request("outputs", seeds=[block[p] for p in positions],
-                                                  names=names, sample_seed=sample_seed),
-                                 "saving outputs for the timed checks")
+                ev.reference_ok(ref, ref.reply(computing), "saving outputs for the timed checks")
                 # Checked now, then removed: the window to rewrite a saved
                 # output is one block, and big outputs never pile up on disk.
                 _check_timed_outputs(ev, ref, [(name, p == armed_at and bool(reply.get("perturbed_calls")))

@@ -57,6 +57,7 @@ def check(ev: Evaluation, ref: Worker, cand: Worker) -> dict[str, Any] | None:
             correctness.note_margin(ev, cmp)
             summary["checked"].append({"name": name, "constants": plan["constants"], "ok": cmp["ok"],
                                        "max_abs_diff": cmp["max_abs_diff"], "margin": cmp.get("margin"),
+                                       "built_ahead": bool(case.get("built_ahead")),  # before the hold
                                        **({"narrowed": case["narrowed"]} if case.get("narrowed") else {}),
                                        **({"rounding_off": case["rounding_off"]}
                                           if ev.cfg.profile.scaled and case.get("rounding_off") else {})})

@@ -6,7 +6,8 @@ Preparation, on the host (before the device is taken, under the late claim):
 the build hooks (builds go to the candidate's own build directory; every
 extension module comes back through the perturber), the guard snapshot, the
 candidate module imported (loading what it built), and under the late claim
-ModelNew built. The device is set up by the harness before any candidate code
+ModelNew built, for the task's shape and for each shape variant the reference
+built ahead. The device is set up by the harness before any candidate code
 uses it (take_device). Commands:
 - construct: ModelNew from the reference's init inputs (a file in the
   shared, read-only directory) under the same seed as Model, as KernelBench
@@ -21,7 +22,8 @@ uses it (take_device). Commands:
 - variant: one call on a shape variant (kernelsweep.core.shapes): the reference
   module executed with the variant's size constants, and the candidate's too
   where it assigns them as the reference does; ModelNew built from the
-  variant's init inputs; the task-shape model stays the timed one;
+  variant's init inputs (in the preparation, where the reference built the
+  variant ahead); the task-shape model stays the timed one;
 - clock: the timing clock, flushing as many bytes as the reference's;
 - warmup / block / save: warm-up calls, timed blocks (inputs made from the
   block's secret seeds first, each output cloned right after its end event;
@@ -127,6 +129,7 @@ def prepare(ctx: frame.WorkerContext) -> State:
     # The reference is loaded only for get_inputs, after the candidate: what
     # the candidate changed can only spoil its own inputs.
     s.ref = taskcode.load_module(cfg["reference"], "kernelsweep_reference_inputs", register=False)
+    s.variants_ahead = {}
     s.on_host = _build_ahead(ctx, s) if cfg.get("await_go") else None
     return s
 
@@ -141,7 +144,34 @@ def _build_ahead(ctx: frame.WorkerContext, s: State) -> tuple[Any, dict[str, lis
     if marker.read_text() != "prepared":
         return None
     ctx.phase("construct")
-    return _built(ctx, s)
+    built = _built(ctx, s)
+    s.variants_ahead = _variants_ahead(ctx, s)
+    return built
+
+
+def _variants_ahead(ctx: frame.WorkerContext, s: State) -> dict[str, tuple[dict[str, int], Any, Any]]:
+    """ModelNew for each shape variant whose init inputs the reference saved
+    in its preparation (it builds ahead only what fits: reference._variants_ahead),
+    with the reference module for its inputs: {name: (constants, module, model)}.
+    One that fails to build is left out and built again when its variant is
+    asked for, where the failure is judged as it would be without building ahead."""
+    built = {}
+    for plan in ctx.config.get("variants") or []:
+        if not (s.shared / f"{plan['name']}_init.pt").exists():
+            continue
+        try:
+            built[plan["name"]] = (plan["constants"], *_variant_on_host(ctx, s, plan["name"], plan["constants"]))
+        except (Exception, MemoryError):  # noqa: BLE001 - judged when the variant is asked for
+            continue
+    return built
+
+
+def _variant_on_host(ctx: frame.WorkerContext, s: State, name: str, constants: dict[str, int]) -> tuple[Any, Any]:
+    """A variant's reference module (for its get_inputs) and ModelNew built
+    from the variant's init inputs, on the host."""
+    module = taskcode.load_module(ctx.config["reference"], f"kernelsweep_reference_inputs_{name}",
+                                  register=False, constants=constants)
+    return module, _build_on_host(ctx, s, _variant_class(ctx, name, constants, s), f"{name}_init.pt")
 
 
 def take_device(ctx: frame.WorkerContext) -> None:
@@ -350,9 +380,10 @@ def variant(ctx: frame.WorkerContext, s: State, name: str, constants: dict[str, 
     constants (for its get_inputs), ModelNew built from the variant's init
     inputs, one call on the variant's seed, its output saved.
     The task-shape model (the one timed) is kept as it was."""
-    module = taskcode.load_module(ctx.config["reference"], f"kernelsweep_reference_inputs_{name}",
-                                  register=False, constants=constants)
-    model = _to_device(s, _build_on_host(ctx, s, _variant_class(ctx, name, constants, s), f"{name}_init.pt"))
+    constants_ahead, module, model = s.variants_ahead.pop(name, (None, None, None))
+    if constants_ahead != constants:  # not built ahead, or the reference narrowed it since
+        module, model = _variant_on_host(ctx, s, name, constants)
+    model = _to_device(s, model)
     with torch.no_grad():
         inputs = seeding.make_inputs(module, seed, s.precision, s.device)
         saved, signals = _call_checked(s, inputs, seed, False, model=model)

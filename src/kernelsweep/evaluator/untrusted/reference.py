@@ -4,7 +4,9 @@ candidate's worker cannot see.
 
 Setup: the device, the reference module, Model under the public init seed
 (its init inputs go to the shared directory, read-only for the candidate;
-its weights' digests to the parent, for the record), then the correctness
+its weights' digests to the parent, for the record) and, on the host before
+the device is held, each shape variant's Model where they fit
+(settings.VARIANT_AHEAD_BYTES), then the correctness
 trials on the evaluation's secret seeds, their outputs saved privately; whether those outputs are constant, near
 zero, or so small that zeros would pass the tolerance (degenerate).
 On request, after the candidate passed its trials, one shape variant at a time
@@ -42,7 +44,7 @@ import torch
 
 from kernelsweep.core import shapes
 from kernelsweep.runtime import taskcode
-from kernelsweep.evaluator import compare
+from kernelsweep.evaluator import compare, settings
 from kernelsweep.evaluator.untrusted import devicehandoff, frame, machine, mathmodes, outputfiles, seeding, trees
 from kernelsweep.evaluator.untrusted.clock import Clock
 
@@ -167,7 +169,40 @@ def prepare(ctx: frame.WorkerContext) -> State:
     # Only the weights' digests, for the record (the candidate's own are compared with them):
     # ModelNew is built as Model is, under the same seed, and keeps the weights it makes.
     s.weights = trees.weight_digests(s.model.state_dict())
+    s.ahead = _variants_ahead(cfg, s.model, shared)
     return s
+
+
+def _variants_ahead(cfg: dict[str, Any], model: torch.nn.Module,
+                    shared: Path) -> dict[str, tuple[dict[str, int], Any, torch.nn.Module]]:
+    """Each planned shape variant's module and Model, built on the host
+    before the device is held, its init inputs saved for the candidate's
+    worker to build ModelNew ahead too: {name: (constants, module, model)}.
+    Only while the task's model is small enough (settings.VARIANT_AHEAD_BYTES:
+    both workers hold every variant's model on the host until it is run). A
+    variant that cannot be built is left out: `variant` tries it when asked
+    for, as it would without building ahead, and drops or narrows it then."""
+    if trees.tree_nbytes(list(model.state_dict().values())) > settings.VARIANT_AHEAD_BYTES[cfg["device"]]:
+        return {}
+    built = {}
+    for plan in cfg.get("variants") or []:
+        try:
+            module, init, variant_model = _variant_on_host(cfg, plan["name"], plan["constants"])
+        except (Exception, MemoryError):  # noqa: BLE001 - tried again, and judged, when asked for
+            continue
+        trees.save(init, shared / f"{plan['name']}_init.pt")
+        built[plan["name"]] = (plan["constants"], module, variant_model)
+    return built
+
+
+def _variant_on_host(cfg: dict[str, Any], name: str, constants: dict[str, int]) -> tuple[Any, list, torch.nn.Module]:
+    """A variant's module (the reference executed with these size constants),
+    its init inputs and Model, built on the host under the public init seed."""
+    module = taskcode.load_module(cfg["reference"], f"kernelsweep_reference_{name}", register=True,
+                                  constants=constants)
+    init = seeding.make_init_inputs(module, cfg["init_seed"])
+    seeding.set_seed(cfg["init_seed"])
+    return module, init, module.Model(*init)
 
 
 def setup(ctx: frame.WorkerContext, s: State) -> State:
@@ -447,11 +482,10 @@ def _try_variant(s: State, name: str, constants: dict[str, int], seed: int) -> d
     shared = Path(cfg["shared_dir"])
     model = inputs = out = None
     try:
-        module = taskcode.load_module(cfg["reference"], f"kernelsweep_reference_{name}", register=True,
-                                      constants=constants)
-        init = seeding.make_init_inputs(module, cfg["init_seed"])
-        seeding.set_seed(cfg["init_seed"])
-        model = module.Model(*init)
+        constants_ahead, module, model = s.ahead.pop(name, (None, None, None))
+        ahead = constants_ahead == constants
+        if not ahead:  # not built ahead, or narrowed since
+            module, init, model = _variant_on_host(cfg, name, constants)
         model = model.to(s.device)
         if s.precision != "fp32":
             model = model.to(seeding.DTYPES[s.precision])
@@ -476,8 +510,9 @@ def _try_variant(s: State, name: str, constants: dict[str, int], seed: int) -> d
                 signals["rounding_off"] = twin
             del twin
             _keep(s, name, structure, leaves)
-        trees.save(init, shared / f"{name}_init.pt")
-        return {"name": name, "seed": seed, "constants": constants, **signals}
+        if not ahead:
+            trees.save(init, shared / f"{name}_init.pt")
+        return {"name": name, "seed": seed, "constants": constants, "built_ahead": ahead, **signals}
     except (Exception, MemoryError) as exc:  # noqa: BLE001 - the reference cannot run this shape
         dropped = {"name": name, "dropped": f"the reference fails: {type(exc).__name__}: {str(exc)[:300]}"}
         held = _crowded_out(s, exc)
