@@ -3,7 +3,7 @@ import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 cpp_source = r"""
-#include <torch/extension.h>
+#include <torch/python.h>
 
 // direct 3x3 convolution, ReLU and 2x2 max pooling in one loop nest: no intermediate tensors
 torch::Tensor conv_relu_pool(torch::Tensor x, torch::Tensor weight, torch::Tensor bias) {
@@ -42,7 +42,8 @@ torch::Tensor conv_relu_pool(torch::Tensor x, torch::Tensor weight, torch::Tenso
 }
 """
 
-ext = load_inline(name="demo_conv_bad", cpp_sources=cpp_source, functions=["conv_relu_pool"], extra_cflags=["-O3"])
+ext = load_inline(name="demo_conv_bad", cpp_sources=cpp_source, functions=["conv_relu_pool"], extra_cflags=["-O3"],
+                  no_implicit_headers=True)
 
 
 class ModelNew(nn.Module):

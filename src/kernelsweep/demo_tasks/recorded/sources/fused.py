@@ -3,7 +3,7 @@ import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 cpp_source = r"""
-#include <torch/extension.h>
+#include <torch/python.h>
 #include <algorithm>
 
 torch::Tensor fused_chain(torch::Tensor x, torch::Tensor residual, torch::Tensor offset,
@@ -32,7 +32,8 @@ torch::Tensor fused_chain(torch::Tensor x, torch::Tensor residual, torch::Tensor
 }
 """
 
-ext = load_inline(name="demo_chain_fused", cpp_sources=cpp_source, functions=["fused_chain"], extra_cflags=["-O3"])
+ext = load_inline(name="demo_chain_fused", cpp_sources=cpp_source, functions=["fused_chain"], extra_cflags=["-O3"],
+                  no_implicit_headers=True)
 
 
 class ModelNew(nn.Module):

@@ -3,7 +3,7 @@ import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 cpp_source = r"""
-#include <torch/extension.h>
+#include <torch/python.h>
 #include <cmath>
 
 // the GEMM stays with PyTorch (BLAS); GELU(tanh) and the scale run as one in-place pass over its output
@@ -21,7 +21,8 @@ torch::Tensor linear_gelu_scale(torch::Tensor x, torch::Tensor weight, torch::Te
 """
 
 ext = load_inline(name="demo_gemm_gelu_noscale", cpp_sources=cpp_source, functions=["linear_gelu_scale"],
-                  extra_cflags=["-O3"])
+                  extra_cflags=["-O3"],
+                  no_implicit_headers=True)
 
 
 class ModelNew(nn.Module):

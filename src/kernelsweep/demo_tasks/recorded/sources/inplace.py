@@ -3,7 +3,7 @@ import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 cpp_source = r"""
-#include <torch/extension.h>
+#include <torch/python.h>
 #include <algorithm>
 
 torch::Tensor fused_chain_(torch::Tensor x, torch::Tensor residual, torch::Tensor offset,
@@ -25,7 +25,8 @@ torch::Tensor fused_chain_(torch::Tensor x, torch::Tensor residual, torch::Tenso
 }
 """
 
-ext = load_inline(name="demo_chain_inplace", cpp_sources=cpp_source, functions=["fused_chain_"], extra_cflags=["-O3"])
+ext = load_inline(name="demo_chain_inplace", cpp_sources=cpp_source, functions=["fused_chain_"], extra_cflags=["-O3"],
+                  no_implicit_headers=True)
 
 
 class ModelNew(nn.Module):

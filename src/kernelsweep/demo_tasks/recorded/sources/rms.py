@@ -3,7 +3,7 @@ import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 cpp_source = r"""
-#include <torch/extension.h>
+#include <torch/python.h>
 #include <cmath>
 
 torch::Tensor rms_norm(torch::Tensor x, torch::Tensor gain, double eps) {
@@ -26,7 +26,8 @@ torch::Tensor rms_norm(torch::Tensor x, torch::Tensor gain, double eps) {
 }
 """
 
-ext = load_inline(name="demo_rms_norm", cpp_sources=cpp_source, functions=["rms_norm"], extra_cflags=["-O3"])
+ext = load_inline(name="demo_rms_norm", cpp_sources=cpp_source, functions=["rms_norm"], extra_cflags=["-O3"],
+                  no_implicit_headers=True)
 
 
 class ModelNew(nn.Module):
