@@ -364,6 +364,22 @@ def test_the_variants_models_are_built_before_the_device_is_taken(build_dir, tmp
     assert stages["warm"] >= 4.5 and stages["variants"] < 1.5, stages
 
 
+def test_a_build_that_depends_on_the_sizes_is_done_before_the_device_is_taken(build_dir, tmp_path, monkeypatch):
+    """A candidate that compiles its sizes into its extension builds one per
+    shape variant when executed with the variant's sizes: that build runs in
+    the preparation too, with no compiler while the device is held."""
+    _late(tmp_path, monkeypatch, held=False)
+    r = _evaluate(CPU / "cpp_add_sized_build.py", tmp_path, build_dir, reference=REFERENCES / "add_sized.py",
+                  shape_variants=1)
+    assert r["category"] in SUCCESS_CATEGORIES and r["custom_kernel"], (r["category"], r["error"])
+    (checked,) = r["variants"]["checked"]
+    assert checked["ok"] and checked["built_ahead"], r["variants"]
+    builds = {b["name"]: b for b in r["builds"]}
+    variant_build = builds[f"ks_fixture_sized_{checked['constants']['dim']}"]
+    assert variant_build["ok"] and not variant_build["in_hold"], r["builds"]
+    assert r["build_in_hold_s"] == 0.0, r["builds"]
+
+
 GATE_HOLD_S = 12.0
 STARTS_CUDA_AT_IMPORT = """
 import time
