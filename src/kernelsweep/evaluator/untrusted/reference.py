@@ -161,20 +161,15 @@ def prepare(ctx: frame.WorkerContext) -> State:
     for name in ("Model", "get_inputs"):
         if not hasattr(s.ref, name):
             raise frame.InterfaceProblem(f"the reference defines no {name}")
-    init_seed = cfg["init_seed"]
-    init = seeding.make_init_inputs(s.ref, init_seed)
-    trees.save(init, shared / "init.pt")
-    seeding.set_seed(init_seed)
-    s.model = s.ref.Model(*init)
+    s.model = _model_on_host(s.ref, cfg["init_seed"], shared / "init.pt")
     # Only the weights' digests, for the record (the candidate's own are compared with them):
     # ModelNew is built as Model is, under the same seed, and keeps the weights it makes.
     s.weights = trees.weight_digests(s.model.state_dict())
-    s.ahead = _variants_ahead(cfg, s.model, shared)
+    s.ahead = _variants_ahead(cfg, s.model)
     return s
 
 
-def _variants_ahead(cfg: dict[str, Any], model: torch.nn.Module,
-                    shared: Path) -> dict[str, tuple[dict[str, int], Any, torch.nn.Module]]:
+def _variants_ahead(cfg: dict[str, Any], model: torch.nn.Module) -> dict[str, tuple[dict[str, int], Any, torch.nn.Module]]:
     """Each planned shape variant's module and Model, built on the host
     before the device is held, its init inputs saved for the candidate's
     worker to build ModelNew ahead too: {name: (constants, module, model)}.
@@ -187,22 +182,27 @@ def _variants_ahead(cfg: dict[str, Any], model: torch.nn.Module,
     built = {}
     for plan in cfg.get("variants") or []:
         try:
-            module, init, variant_model = _variant_on_host(cfg, plan["name"], plan["constants"])
+            built[plan["name"]] = (plan["constants"], *_variant_on_host(cfg, plan["name"], plan["constants"]))
         except (Exception, MemoryError):  # noqa: BLE001 - tried again, and judged, when asked for
             continue
-        trees.save(init, shared / f"{plan['name']}_init.pt")
-        built[plan["name"]] = (plan["constants"], module, variant_model)
     return built
 
 
-def _variant_on_host(cfg: dict[str, Any], name: str, constants: dict[str, int]) -> tuple[Any, list, torch.nn.Module]:
-    """A variant's module (the reference executed with these size constants),
-    its init inputs and Model, built on the host under the public init seed."""
+def _model_on_host(module: Any, init_seed: int, init_file: Path) -> torch.nn.Module:
+    """Model built on the host from its init inputs under the public init
+    seed, the inputs saved first to INIT_FILE: ModelNew is built from them."""
+    init = seeding.make_init_inputs(module, init_seed)
+    trees.save(init, init_file)
+    seeding.set_seed(init_seed)
+    return module.Model(*init)
+
+
+def _variant_on_host(cfg: dict[str, Any], name: str, constants: dict[str, int]) -> tuple[Any, torch.nn.Module]:
+    """A variant's module (the reference executed with these size constants)
+    and its Model (_model_on_host; init inputs to `<name>_init.pt`)."""
     module = taskcode.load_module(cfg["reference"], f"kernelsweep_reference_{name}", register=True,
                                   constants=constants)
-    init = seeding.make_init_inputs(module, cfg["init_seed"])
-    seeding.set_seed(cfg["init_seed"])
-    return module, init, module.Model(*init)
+    return module, _model_on_host(module, cfg["init_seed"], Path(cfg["shared_dir"]) / f"{name}_init.pt")
 
 
 def setup(ctx: frame.WorkerContext, s: State) -> State:
@@ -479,13 +479,12 @@ def _crowded_out(s: State, exc: BaseException) -> int | None:
 
 def _try_variant(s: State, name: str, constants: dict[str, int], seed: int) -> dict[str, Any]:
     cfg, task_bytes = s.config, s.input_bytes
-    shared = Path(cfg["shared_dir"])
     model = inputs = out = None
     try:
         constants_ahead, module, model = s.ahead.pop(name, (None, None, None))
         ahead = constants_ahead == constants
         if not ahead:  # not built ahead, or narrowed since
-            module, init, model = _variant_on_host(cfg, name, constants)
+            module, model = _variant_on_host(cfg, name, constants)
         model = model.to(s.device)
         if s.precision != "fp32":
             model = model.to(seeding.DTYPES[s.precision])
@@ -510,8 +509,6 @@ def _try_variant(s: State, name: str, constants: dict[str, int], seed: int) -> d
                 signals["rounding_off"] = twin
             del twin
             _keep(s, name, structure, leaves)
-        if not ahead:
-            trees.save(init, shared / f"{name}_init.pt")
         return {"name": name, "seed": seed, "constants": constants, "built_ahead": ahead, **signals}
     except (Exception, MemoryError) as exc:  # noqa: BLE001 - the reference cannot run this shape
         dropped = {"name": name, "dropped": f"the reference fails: {type(exc).__name__}: {str(exc)[:300]}"}
