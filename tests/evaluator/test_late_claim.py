@@ -364,6 +364,50 @@ def test_the_variants_models_are_built_before_the_device_is_taken(build_dir, tmp
     assert stages["warm"] >= 4.5 and stages["variants"] < 1.5, stages
 
 
+def test_a_variant_narrowed_at_construction_is_built_before_the_device_is_taken(build_dir, tmp_path, monkeypatch):
+    """A reference whose Model cannot be built with every size of a variant
+    rescaled (a channel count nn.GroupNorm refuses) is built with its batch
+    alone rescaled in the preparation, and the candidate's worker builds
+    ModelNew at those sizes there too: of three 1.5 s constructions none holds
+    the device, and the variants are narrowed as they would be in the hold."""
+    candidate = tmp_path / "groupnorm_slow_init.py"
+    candidate.write_text(
+        "import time\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+        "    def __init__(self, channels, num_groups):\n        super().__init__()\n"
+        "        self.norm = nn.GroupNorm(num_groups, channels)\n        time.sleep(1.5)\n\n"
+        "    def forward(self, x):\n        return self.norm(x)\n")
+    _late(tmp_path, monkeypatch, held=False)
+    r = _evaluate(candidate, tmp_path, build_dir, reference=REFERENCES / "groupnorm_sized.py", shape_variants=2)
+    assert r["category"] == "no_custom_kernel", (r["category"], r["error"])
+    checked = r["variants"]["checked"]
+    assert [c["constants"] for c in checked] == [{"batch_size": 9}, {"batch_size": 21}], r["variants"]
+    assert all(c["ok"] and c["built_ahead"] and "must be divisible" in c["narrowed"] for c in checked), checked
+    stages = r["stage_s"]
+    assert stages["warm"] >= 4.5 and stages["variants"] < 1.5, stages
+
+
+def test_the_float64_twin_is_made_before_the_device_is_taken(build_dir, tmp_path, monkeypatch):
+    """Under the default tolerance profile the reference's float64 twin (a
+    widened copy of Model) is made in the preparation: a copy that takes 1.5 s
+    holds no device."""
+    reference = tmp_path / "slow_copy.py"
+    reference.write_text(
+        "import copy\nimport time\nimport torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.scale = nn.Parameter(torch.ones(1))\n\n"
+        "    def __deepcopy__(self, memo):  # as a big model's copy would take\n        time.sleep(1.5)\n"
+        "        twin = Model.__new__(Model)\n        twin.__dict__.update(copy.deepcopy(self.__dict__, memo))\n"
+        "        return twin\n\n    def forward(self, a, b):\n        return (a + b) * self.scale\n\n\n"
+        "def get_inputs():\n    return [torch.randn(64, 64), torch.randn(64, 64)]\n\n\n"
+        "def get_init_inputs():\n    return []\n")
+    _late(tmp_path, monkeypatch, held=False)
+    r = _evaluate(CPU / "pytorch_only.py", tmp_path, build_dir, reference=reference)
+    assert r["category"] == "no_custom_kernel", (r["category"], r["error"])
+    tolerance = r["tolerance"]
+    assert tolerance["rounding"][0] > 0 and tolerance["rounding_trials"] == 2 + 1, tolerance  # every trial (one perturbed)
+    stages = r["stage_s"]
+    assert stages["warm"] >= 1.5 and stages["device_held"] < 1.5, stages
+
+
 def test_a_build_that_depends_on_the_sizes_is_done_before_the_device_is_taken(build_dir, tmp_path, monkeypatch):
     """A candidate that compiles its sizes into its extension builds one per
     shape variant when executed with the variant's sizes: that build runs in

@@ -143,7 +143,7 @@ _MANIFEST = Shape({"trials": list_of(shaped(Shape(_CASE))),
                    "probes": list_of(shaped(Shape({**_CASE, "inputs": STR}))),
                    "constant": BOOL, "degenerate": BOOL, "atol": NUMBER, "flush_bytes": INT, "input_bytes": INT,
                    "weights": OBJECT, "device_info": OBJECT},
-                  {"rounding": optional(list_of(NUMBER)), "rounding_off": optional(STR),
+                  {"rounding": optional(list_of(NUMBER)), "rounding_off": optional(STR), "rounding_trials": INT,
                    "handoff": shaped(Shape({"bytes": INT})), "handoff_off": STR, "output_slots": OBJECT,
                    "seconds": OBJECT})
 _CROWDED_OUT = Shape({"crowded_out": INT, "message": STR})

@@ -36,11 +36,13 @@ def blank(cfg: Any = None, src: Any = None) -> dict[str, Any]:
 def tolerance(cfg: Any = None) -> dict[str, Any]:
     """How the outputs are compared (docs/taxonomy.md, "Tolerance profiles"): the profile,
     its atol/rtol at the evaluation's precision, under a scaled profile the reference's
-    rounding error and the allowance per output leaf (or the `fallback`: why the plain bound
+    rounding error and the allowance per output leaf, the trials its float64 twin ran on
+    (`rounding_trials`) (or the `fallback`: why the plain bound
     applies), and the `margin`: the worst element's |c - r| over its bound, among the
     correctness trials and shape variants (at most 1 passes; null when none was compared)."""
     return {"profile": getattr(cfg, "tolerance", None), "atol": getattr(cfg, "atol", None),
-            "rtol": getattr(cfg, "rtol", None), "rounding": None, "allowance": None, "fallback": None,
+            "rtol": getattr(cfg, "rtol", None), "rounding": None, "allowance": None, "rounding_trials": None,
+            "fallback": None,
             "margin": None}
 
 

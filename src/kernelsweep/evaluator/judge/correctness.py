@@ -130,7 +130,7 @@ def _note_rounding(ev: Evaluation, manifest: dict[str, Any]) -> None:
         tolerance["fallback"] = manifest.get("rounding_off") or "no trial was computed in float64"
         return
     ev.allowances = settings.rounding_allowances(rounding)
-    tolerance.update(rounding=rounding, allowance=ev.allowances)
+    tolerance.update(rounding=rounding, allowance=ev.allowances, rounding_trials=manifest.get("rounding_trials"))
 
 
 def _judge(ev: Evaluation, ref: Worker, manifest: dict[str, Any], trials: list[dict[str, Any]],

@@ -35,6 +35,7 @@ uses it (take_device). Commands:
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import time
 from pathlib import Path
@@ -150,17 +151,20 @@ def _build_ahead(ctx: frame.WorkerContext, s: State) -> tuple[Any, dict[str, lis
 
 
 def _variants_ahead(ctx: frame.WorkerContext, s: State) -> dict[str, tuple[dict[str, int], Any, Any]]:
-    """ModelNew for each shape variant whose init inputs the reference saved
-    in its preparation (it builds ahead only what fits: reference._variants_ahead),
+    """ModelNew for each shape variant the reference built in its preparation
+    (it builds ahead only what fits: reference._variants_ahead), at the sizes
+    it built it with (its batch alone rescaled, where it must narrow it),
     with the reference module for its inputs: {name: (constants, module, model)}.
     One that fails to build is left out and built again when its variant is
     asked for, where the failure is judged as it would be without building ahead."""
     built = {}
     for plan in ctx.config.get("variants") or []:
-        if not (s.shared / f"{plan['name']}_init.pt").exists():
+        try:
+            constants = json.loads((s.shared / f"{plan['name']}_constants.json").read_text())
+        except (OSError, ValueError):  # not built ahead by the reference
             continue
         try:
-            built[plan["name"]] = (plan["constants"], *_variant_on_host(ctx, s, plan["name"], plan["constants"]))
+            built[plan["name"]] = (constants, *_variant_on_host(ctx, s, plan["name"], constants))
         except (Exception, MemoryError):  # noqa: BLE001 - judged when the variant is asked for
             continue
     return built

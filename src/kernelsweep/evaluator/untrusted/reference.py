@@ -5,8 +5,8 @@ candidate's worker cannot see.
 Setup: the device, the reference module, Model under the public init seed
 (its init inputs go to the shared directory, read-only for the candidate;
 its weights' digests to the parent, for the record) and, on the host before
-the device is held, each shape variant's Model where they fit
-(settings.VARIANT_AHEAD_BYTES), then the correctness
+the device is held, each shape variant's Model and the float64 twin (below)
+where they fit (settings.AHEAD_MODEL_BYTES), then the correctness
 trials on the evaluation's secret seeds, their outputs saved privately; whether those outputs are constant, near
 zero, or so small that zeros would pass the tolerance (degenerate).
 On request, after the candidate passed its trials, one shape variant at a time
@@ -16,7 +16,8 @@ under the same seed (init inputs to the shared directory), one
 call on the variant's secret seed, its output saved privately; a variant the
 reference cannot run (an exception, out of memory, inputs beyond the budget)
 is dropped with the reason. fp32 runs with TF32 off (mathmodes.use_strict).
-Under a scaled tolerance profile (config `rounding`) each trial and variant is
+Under a scaled tolerance profile (config `rounding`) each trial (only the
+first for outputs beyond settings.ROUNDING_EVERY_TRIAL_ELEMENTS) and each variant is
 also computed by the module's float64 twin (its weights and inputs widened, on
 the same device), and the reference's own rounding error per output
 (compare.rounding_errors) goes to the parent; where the twin cannot run
@@ -35,6 +36,7 @@ with the kept ones, each candidate file removed once read)."""
 from __future__ import annotations
 
 import copy
+import json
 import os
 import time
 from pathlib import Path
@@ -165,27 +167,60 @@ def prepare(ctx: frame.WorkerContext) -> State:
     # Only the weights' digests, for the record (the candidate's own are compared with them):
     # ModelNew is built as Model is, under the same seed, and keeps the weights it makes.
     s.weights = trees.weight_digests(s.model.state_dict())
-    s.ahead = _variants_ahead(cfg, s.model)
+    small = trees.tree_nbytes(list(s.model.state_dict().values())) <= settings.AHEAD_MODEL_BYTES[cfg["device"]]
+    s.unbuilt = {}  # {_key(variant, constants): why}: a Model that failed to build ahead (_variants_ahead)
+    s.ahead = _variants_ahead(s, cfg) if small else {}
+    s.twin = _twin_ahead(s) if small and cfg.get("rounding") else None
     return s
 
 
-def _variants_ahead(cfg: dict[str, Any], model: torch.nn.Module) -> dict[str, tuple[dict[str, int], Any, torch.nn.Module]]:
+def _twin_ahead(s: State) -> torch.nn.Module | BaseException:
+    """The float64 twin (_twin) made on the host in the preparation, from Model
+    as built (at the evaluation's precision, as setup converts it): no copy
+    back from the device in the hold. What it raises is kept, for setup to record."""
+    try:
+        return _twin(s.model, through=None if s.precision == "fp32" else seeding.DTYPES[s.precision])
+    except (Exception, MemoryError) as exc:  # noqa: BLE001 - the plain bound applies, and says why
+        return exc
+
+
+def _variants_ahead(s: State, cfg: dict[str, Any]) -> dict[str, tuple[dict[str, int], Any, torch.nn.Module]]:
     """Each planned shape variant's module and Model, built on the host
-    before the device is held, its init inputs saved for the candidate's
-    worker to build ModelNew ahead too: {name: (constants, module, model)}.
-    Only while the task's model is small enough (settings.VARIANT_AHEAD_BYTES:
+    before the device is held, its init inputs and constants saved for the
+    candidate's worker to build ModelNew ahead too: {name: (constants, module,
+    model)}. Only while the task's model is small enough (settings.AHEAD_MODEL_BYTES:
     both workers hold every variant's model on the host until it is run). A
-    variant that cannot be built is left out: `variant` tries it when asked
-    for, as it would without building ahead, and drops or narrows it then."""
-    if trees.tree_nbytes(list(model.state_dict().values())) > settings.VARIANT_AHEAD_BYTES[cfg["device"]]:
-        return {}
+    variant whose Model cannot be built with every size rescaled is built with
+    its batch alone rescaled, as `run_variant` would narrow it, the failure kept
+    for it (s.unbuilt: the reference's own error, not the host's memory). One that cannot be built at all is left out: `variant`
+    tries it when asked for, as it would without building ahead, and drops or narrows it then."""
     built = {}
     for plan in cfg.get("variants") or []:
-        try:
-            built[plan["name"]] = (plan["constants"], *_variant_on_host(cfg, plan["name"], plan["constants"]))
-        except (Exception, MemoryError):  # noqa: BLE001 - tried again, and judged, when asked for
-            continue
+        name, tries = plan["name"], [plan["constants"]]
+        batch = shapes.batch_only(plan["constants"])
+        if batch and batch != plan["constants"]:
+            tries.append(batch)
+        for constants in tries:
+            try:
+                built[name] = (constants, *_variant_on_host(cfg, name, constants))
+            except MemoryError:  # the host's memory, now: tried again when asked for
+                break
+            except Exception as exc:  # noqa: BLE001 - the reference's own failure, as in the hold
+                if isinstance(exc, torch.OutOfMemoryError):
+                    break
+                s.unbuilt[_key(name, constants)] = _fails(exc)
+                continue
+            (Path(cfg["shared_dir"]) / f"{name}_constants.json").write_text(json.dumps(constants))
+            break
     return built
+
+
+def _key(name: str, constants: dict[str, int]) -> str:
+    return json.dumps([name, constants], sort_keys=True)
+
+
+def _fails(exc: BaseException) -> str:
+    return f"the reference fails: {type(exc).__name__}: {str(exc)[:300]}"
 
 
 def _model_on_host(module: Any, init_seed: int, init_file: Path) -> torch.nn.Module:
@@ -216,17 +251,15 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
     s.released = False  # the cache given back once the trials are judged (judge)
     s.described, s.layout, s.lent = {}, {}, None  # the trials' outputs as slots; the buffer lent for them (_lend)
     s.clock = Clock(s.device, info.get("llc_bytes") or info.get("l2_bytes"))
+    s.rounding, s.rounding_off, s.rounding_trials = None, None, 0
+    if cfg.get("rounding") and s.twin is None:  # too big to be made ahead: made now, from the host's Model
+        s.twin = _twin_ahead(s)
     model = s.model.to(s.device)
     if s.precision != "fp32":
         model = model.to(seeding.DTYPES[s.precision])
     s.model = model
-
-    s.twin, s.rounding, s.rounding_off = None, None, None
-    if cfg.get("rounding"):
-        try:
-            s.twin = _twin(model)  # on the host until the first trial has run (run_case)
-        except (Exception, MemoryError) as exc:  # noqa: BLE001 - a module that cannot be copied or widened
-            _no_twin(s, exc)
+    if isinstance(s.twin, BaseException):  # a module that cannot be copied or widened
+        _no_twin(s, s.twin)
 
     def run_case(inputs: list, seed: int, name: str, first: dict[str, Any] | None = None,
                  trial: bool = True) -> dict[str, Any]:
@@ -248,6 +281,9 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
                 s.twin = s.twin.to(s.device)  # from the host, at the first trial
                 errors = compare.rounding_errors(output, _wide_output(s.twin, pristine, seed, s.device))
                 s.rounding = errors if s.rounding is None else [max(a, b) for a, b in zip(s.rounding, errors)]
+                s.rounding_trials += 1
+                if trees.float_elements(leaves) > settings.ROUNDING_EVERY_TRIAL_ELEMENTS:
+                    _twin_done(s)  # a large output's largest error varies little between draws
             except (Exception, MemoryError) as exc:  # noqa: BLE001 - the plain bound applies, and says why
                 _no_twin(s, exc)
         s.described[name] = devicehandoff.describe(leaves)
@@ -296,9 +332,7 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
         s.ready = {"crowded_out": held, "message": str(exc)[:300]}
         return s
     if s.twin is not None:
-        s.twin = None  # its memory back before the candidate's calls
-        if s.device.type == "cuda":
-            torch.cuda.empty_cache()
+        _twin_done(s)  # its memory back before the candidate's calls
     for case in trials + probes:  # what stays here: the kept output and the facts above
         for key in [k for k in case if k.startswith("_")]:
             del case[key]
@@ -308,18 +342,26 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
     s.ready = {"trials": trials, "probes": probes, "constant": constant, "near_zero": near_zero,
                "degenerate": degenerate, "atol": judged_atol, "device_info": info, "flush_bytes": s.clock.flush_bytes, "input_bytes": input_bytes,
                "weights": s.weights, "rounding": s.rounding, "rounding_off": s.rounding_off,
+               "rounding_trials": s.rounding_trials,
                "seconds": dict(spent, trials=time.monotonic() - started), **_lend(s, cfg.get("handoff_fd"))}
     return s
 
 
-def _twin(model: torch.nn.Module, device: torch.device | str = "cpu") -> torch.nn.Module:
+def _twin(model: torch.nn.Module, device: torch.device | str = "cpu",
+          through: torch.dtype | None = None) -> torch.nn.Module:
     """The reference module in float64 on DEVICE: a copy (its state as it is
     now, so both see the same calls from here) with its floating parameters
     and buffers widened, made there directly (no second copy of the weights on
-    the reference's device). Tensors it keeps otherwise are copied as they are."""
+    the reference's device); THROUGH: the dtype they are rounded to first (the
+    evaluation's precision, for a Model not yet converted to it). Tensors it
+    keeps otherwise are copied as they are."""
     memo: dict[int, Any] = {}
     for tensor in list(model.parameters()) + list(model.buffers()):
-        wide = tensor.detach().to(device, torch.float64 if tensor.is_floating_point() else tensor.dtype, copy=True)
+        if tensor.is_floating_point():
+            source = tensor.detach() if through is None else tensor.detach().to(through)
+            wide = source.to(device, torch.float64, copy=True)
+        else:
+            wide = tensor.detach().to(device, copy=True)
         memo[id(tensor)] = torch.nn.Parameter(wide, tensor.requires_grad) \
             if isinstance(tensor, torch.nn.Parameter) else wide
     return copy.deepcopy(model, memo)
@@ -343,8 +385,14 @@ def _wide_output(twin: torch.nn.Module, inputs: list, seed: int, device: torch.d
 
 def _no_twin(s: State, exc: BaseException) -> None:
     """The float64 twin is given up: the plain bound applies, for the reason recorded."""
-    s.twin, s.rounding = None, None
+    s.rounding, s.rounding_trials = None, 0
     s.rounding_off = f"{type(exc).__name__}: {str(exc)[:300]}"
+    _twin_done(s)
+
+
+def _twin_done(s: State) -> None:
+    """No more trials for the float64 twin: its memory back."""
+    s.twin = None
     if s.device.type == "cuda":
         torch.cuda.empty_cache()
 
@@ -481,9 +529,12 @@ def _try_variant(s: State, name: str, constants: dict[str, int], seed: int) -> d
     cfg, task_bytes = s.config, s.input_bytes
     model = inputs = out = None
     try:
-        constants_ahead, module, model = s.ahead.pop(name, (None, None, None))
-        ahead = constants_ahead == constants
-        if not ahead:  # not built ahead, or narrowed since
+        ahead = s.ahead.get(name, (None,))[0] == constants
+        if ahead:
+            _, module, model = s.ahead.pop(name)
+        elif _key(name, constants) in s.unbuilt:  # its Model failed to build ahead: it would again
+            return {"name": name, "dropped": s.unbuilt[_key(name, constants)]}
+        else:  # not built ahead
             module, model = _variant_on_host(cfg, name, constants)
         model = model.to(s.device)
         if s.precision != "fp32":
@@ -511,7 +562,7 @@ def _try_variant(s: State, name: str, constants: dict[str, int], seed: int) -> d
             _keep(s, name, structure, leaves)
         return {"name": name, "seed": seed, "constants": constants, "built_ahead": ahead, **signals}
     except (Exception, MemoryError) as exc:  # noqa: BLE001 - the reference cannot run this shape
-        dropped = {"name": name, "dropped": f"the reference fails: {type(exc).__name__}: {str(exc)[:300]}"}
+        dropped = {"name": name, "dropped": _fails(exc)}
         held = _crowded_out(s, exc)
         return dropped if held is None else dict(dropped, crowded_out=held)
     finally:

@@ -51,6 +51,11 @@ def tree_nbytes(obj: Any) -> int:
     return sum(t.numel() * t.element_size() for t in tensors_in(obj))
 
 
+def float_elements(obj: Any) -> int:
+    """The elements of the floating tensors in OBJ."""
+    return sum(t.numel() for t in tensors_in(obj) if t.is_floating_point())
+
+
 def same_values(a: Any, b: Any) -> bool:
     """Exact equality of two trees (NaN equals NaN), for mutation checks."""
     ta, tb = tensors_in(a), tensors_in(b)
