@@ -31,7 +31,8 @@ def check(ev: Evaluation, ref: Worker, cand: Worker) -> dict[str, Any] | None:
     started = time.monotonic()
     try:
         for name, plan in planned.items():
-            reply = ref.request("variant", name=name)
+            with ev.spent("variants_reference"):  # where the variants' time goes (diagnostics)
+                reply = ref.request("variant", name=name)
             ev.reference_ok(ref, reply, f"running shape variant {name}")
             case = reply["variant"]
             if case.get("crowded_out"):  # not dropped: the candidate's memory kept the reference out
@@ -45,7 +46,8 @@ def check(ev: Evaluation, ref: Worker, cand: Worker) -> dict[str, Any] | None:
                 continue
             if case.get("narrowed"):  # the reference could run only its batch rescaled
                 plan = dict(plan, constants=case["constants"])
-            reply = cand.request("variant", name=name, constants=plan["constants"], seed=plan["seed"])
+            with ev.spent("variants_candidate"):
+                reply = cand.request("variant", name=name, constants=plan["constants"], seed=plan["seed"])
             if not reply or reply.get("status") != "ok":
                 return ev.candidate_stopped(cand, reply, variant=plan)
             evidence.note_trial_signals(ev, reply, case)
