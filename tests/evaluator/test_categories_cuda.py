@@ -102,6 +102,8 @@ def test_category(cuda_builds, build_dir, tmp_path, reference, candidate, accept
     if r["trials_passed"] or r["category"] in ("wrong_output", "shape_mismatch"):
         # The trials' outputs crossed in the buffer the reference's worker lent (untrusted/devicehandoff.py).
         assert r["provenance"]["output_handoff"] == "device", _brief(r)
+    for checked in (r.get("variants") or {}).get("checked") or []:  # each variant's output too
+        assert checked["output_handoff"] == "device", r["variants"]
     if accepted == SUCCESS:
         assert r["custom_kernel"], _brief(r)
     if r["category"] == "wrong_on_variant":

@@ -5,6 +5,7 @@ and the reference's reading of a handed output."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -105,6 +106,26 @@ def test_reference_reads_a_handed_output_from_its_own_layout_only():
         reference._handed(s, "probe_nan", {"structure": "T", "numbers": [None, 7]})
     with pytest.raises(ValueError):
         reference._handed(SimpleNamespace(layout=layout, lent=None), "trial0", {"structure": "T", "numbers": [None, 7]})
+
+
+def test_one_socket_pair_carries_a_descriptor_per_buffer():
+    """The trials' buffer, then one per shape variant: each send and receive
+    works on a duplicate of the pair's socket, which stays open on both ends."""
+    mine, theirs = socket.socketpair()
+    try:
+        for payload in (b"trials", b"smaller_odd", b"larger_odd"):
+            r, w = os.pipe()
+            os.write(w, payload)
+            os.close(w)
+            devicehandoff.send_descriptor(mine.fileno(), r)  # closes r once sent
+            fd = devicehandoff.receive_descriptor(theirs.fileno(), timeout_s=5.0)
+            try:
+                assert os.read(fd, 64) == payload
+            finally:
+                os.close(fd)
+    finally:
+        mine.close()
+        theirs.close()
 
 
 _BORROWER = textwrap.dedent("""

@@ -147,3 +147,4 @@ def test_a_variant_the_reference_runs_only_with_its_batch_rescaled_is_narrowed(r
     assert all(c["ok"] and "RuntimeError" in c["narrowed"] for c in checked), checked
     # Built ahead with every size rescaled, the reference's Model was built again, narrowed.
     assert not any(c["built_ahead"] for c in checked), checked
+    assert all(c["output_handoff"] == "file" for c in checked), checked  # no device buffer on the CPU

@@ -153,7 +153,7 @@ _COMPARISON = Shape({"ok": BOOL}, {"max_abs_diff": optional(NUMBER), "max_rel_di
 _VARIANT = OneOf((Shape({"name": STR, "dropped": STR}, {"crowded_out": INT}),
                   Shape({"name": STR, "seed": INT, "constants": OBJECT},
                         {"rounding": optional(list_of(NUMBER)), "rounding_off": STR, "narrowed": STR,
-                         "built_ahead": BOOL})))
+                         "built_ahead": BOOL, "handoff": shaped(Shape({"bytes": INT})), "slots": list_of(ANY)})))
 REFERENCE_REPLIES: dict[str, Shape | OneOf] = {
     "setup": OneOf((_MANIFEST, _CROWDED_OUT)),
     "judge": Shape({"results": list_of(shaped(_COMPARISON))}, {"seconds": OBJECT}),

@@ -46,13 +46,15 @@ def check(ev: Evaluation, ref: Worker, cand: Worker) -> dict[str, Any] | None:
                 continue
             if case.get("narrowed"):  # the reference could run only its batch rescaled
                 plan = dict(plan, constants=case["constants"])
-            with ev.spent("variants_candidate"):
-                reply = cand.request("variant", name=name, constants=plan["constants"], seed=plan["seed"])
+            with ev.spent("variants_candidate"):  # its output into the buffer the reference lent, if it did
+                reply = cand.request("variant", name=name, constants=plan["constants"], seed=plan["seed"],
+                                     handoff=case.get("handoff"), slots=case.get("slots"))
             if not reply or reply.get("status") != "ok":
                 return ev.candidate_stopped(cand, reply, variant=plan)
             evidence.note_trial_signals(ev, reply, case)
             allowances = settings.rounding_allowances(case.get("rounding"))
-            cmp = correctness.compared(ev, ref, [{"name": name, "file": f"{name}.pt"}], allowances)[0]
+            delivered = {way: reply[way] for way in ("handed", "described") if reply.get(way) is not None}
+            cmp = correctness.compared(ev, ref, [{"name": name, "file": f"{name}.pt", **delivered}], allowances)[0]
             if "unreadable" in cmp:
                 return failed(ev, plan, "runtime_error", "UnreadableOutput",
                               f"its output cannot be read: {cmp['unreadable']}")
@@ -60,6 +62,7 @@ def check(ev: Evaluation, ref: Worker, cand: Worker) -> dict[str, Any] | None:
             summary["checked"].append({"name": name, "constants": plan["constants"], "ok": cmp["ok"],
                                        "max_abs_diff": cmp["max_abs_diff"], "margin": cmp.get("margin"),
                                        "built_ahead": bool(case.get("built_ahead")),  # before the hold
+                                       "output_handoff": "device" if "handed" in delivered else "file",
                                        **({"narrowed": case["narrowed"]} if case.get("narrowed") else {}),
                                        **({"rounding_off": case["rounding_off"]}
                                           if ev.cfg.profile.scaled and case.get("rounding_off") else {})})

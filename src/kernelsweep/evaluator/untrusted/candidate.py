@@ -294,10 +294,8 @@ def _call_checked(s: State, inputs: list, seed: int, armed: bool,
 def trials(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]],
            handoff: dict[str, Any] | None = None) -> dict[str, Any]:
     """cases: [{name, seed, inputs (a shared file) or None, armed, slots}], in
-    order. An output that fits its slots in the buffer the reference's worker
-    lent (handoff: {bytes}) is copied there (`handed`); one whose comparison
-    fails on structure, shape or dtype whatever its values is `described`;
-    any other is saved to a file."""
+    order; each output delivered by _deliver, into the buffer the reference's
+    worker lent for them (handoff: {bytes}) where it fits."""
     results = []
     seconds = {"calls": 0.0, "save": 0.0}  # where the time goes (diagnostics only: this process is untrusted)
     lent, refused = _borrow(s, handoff)
@@ -313,15 +311,7 @@ def trials(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]],
                     check_call(s.model.forward, inputs, "ModelNew.forward")
                 saved, signals = _call_checked(s, inputs, case["seed"], bool(case.get("armed")))
                 saving = time.monotonic()
-                result = dict(signals, name=case["name"], file=f"{case['name']}.pt")
-                slots = case.get("slots")
-                if lent is not None and slots is not None and devicehandoff.fits(saved["leaves"], slots):
-                    result["handed"] = _hand(lent, saved, slots)
-                elif slots is not None and outputfiles.raw(saved["leaves"]) \
-                        and devicehandoff.decided_without_values(saved["leaves"], slots):
-                    result["described"] = devicehandoff.described(saved)  # a mismatch: no values needed
-                else:
-                    outputfiles.save_output(saved, s.private / f"{case['name']}.pt")
+                result = dict(signals, **_deliver(s, case["name"], saved, lent, case.get("slots")))
                 held[:] = [inputs]  # through the next trial's call
                 del saved, inputs  # the output off the device before the next call
                 seconds["calls"] += saving - started
@@ -354,13 +344,28 @@ def _trial_inputs(s: State, case: dict[str, Any], held: list) -> list:
     return make()
 
 
+def _deliver(s: State, name: str, saved: dict[str, Any], lent: Any, slots: list | None) -> dict[str, Any]:
+    """An output to the reference's worker: copied into its slots of the lent
+    buffer when it fits them (`handed`); `described` when its comparison fails
+    on structure, shape or dtype whatever its values; else saved to a file."""
+    result: dict[str, Any] = {"name": name, "file": f"{name}.pt"}
+    if lent is not None and slots is not None and devicehandoff.fits(saved["leaves"], slots):
+        result["handed"] = _hand(lent, saved, slots)
+    elif slots is not None and outputfiles.raw(saved["leaves"]) \
+            and devicehandoff.decided_without_values(saved["leaves"], slots):
+        result["described"] = devicehandoff.described(saved)  # a mismatch: no values needed
+    else:
+        outputfiles.save_output(saved, s.private / f"{name}.pt")
+    return result
+
+
 def _borrow(s: State, handoff: dict[str, Any] | None) -> tuple[Any, str | None]:
-    """The reference's lent buffer, mapped here (once), or (None, why not)."""
+    """A buffer the reference's worker lent (one for the trials, one per shape
+    variant, each sent once it says so), mapped here, or (None, why not)."""
     if not handoff or s.handoff_fd is None:
         return None, None
-    sock_fd, s.handoff_fd = s.handoff_fd, None
     try:
-        fd = devicehandoff.receive_descriptor(sock_fd)
+        fd = devicehandoff.receive_descriptor(s.handoff_fd)
         try:
             return devicehandoff.SharedBuffer.open(s.device, fd, int(handoff["bytes"])), None
         finally:
@@ -379,10 +384,12 @@ def _hand(lent: Any, saved: dict[str, Any], slots: list) -> dict[str, Any]:
 
 
 def variant(ctx: frame.WorkerContext, s: State, name: str, constants: dict[str, int],
-            seed: int) -> dict[str, Any]:
+            seed: int, handoff: dict[str, Any] | None = None, slots: list | None = None) -> dict[str, Any]:
     """One shape variant: the reference module executed with these size
     constants (for its get_inputs), ModelNew built from the variant's init
-    inputs, one call on the variant's seed, its output saved.
+    inputs, one call on the variant's seed, its output delivered as the
+    trials' are (_deliver: into the buffer the reference's worker lent for it,
+    handoff: {bytes}, at its slots, or to a file).
     The task-shape model (the one timed) is kept as it was."""
     constants_ahead, module, model = s.variants_ahead.pop(name, (None, None, None))
     if constants_ahead != constants:  # not built ahead, or the reference narrowed it since
@@ -391,10 +398,15 @@ def variant(ctx: frame.WorkerContext, s: State, name: str, constants: dict[str, 
     with torch.no_grad():
         inputs = seeding.make_inputs(module, seed, s.precision, s.device)
         saved, signals = _call_checked(s, inputs, seed, False, model=model)
-    outputfiles.save_output(saved, s.private / f"{name}.pt")
+    lent, refused = _borrow(s, handoff)
+    try:
+        result = dict(signals, **_deliver(s, name, saved, lent, slots))
+    finally:
+        if lent is not None:
+            lent.close()  # after a device synchronize: the copy into it is done
     del model, inputs, saved
     s.alive.pop()  # its output is gone with it
-    return dict(signals, name=name, file=f"{name}.pt")
+    return dict(result, **({"handoff_refused": refused} if refused else {}))
 
 
 def _variant_class(ctx: frame.WorkerContext, name: str, constants: dict[str, int], s: State) -> Any:

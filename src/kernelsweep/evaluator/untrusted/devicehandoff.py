@@ -44,6 +44,7 @@ _send_fds = socket.send_fds
 _recv_fds = socket.recv_fds
 _as_tensor = torch.as_tensor
 _close = os.close
+_dup = os.dup
 
 
 class Unavailable(Exception):
@@ -248,10 +249,12 @@ def slot_view(buffer: torch.Tensor, slot: dict[str, Any]) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------- socket ---
+# The pair's socket stays open on both ends (each call works on a duplicate of
+# it): one buffer for the trials' outputs, then one per shape variant.
 def send_descriptor(sock_fd: int, fd: int) -> None:
     """Send FD over the pair's socket; this end only ever sends."""
     try:
-        with socket.socket(fileno=sock_fd) as sock:
+        with socket.socket(fileno=_dup(sock_fd)) as sock:
             sock.shutdown(socket.SHUT_RD)
             _send_fds(sock, [b"b"], [fd])
     finally:
@@ -259,7 +262,7 @@ def send_descriptor(sock_fd: int, fd: int) -> None:
 
 
 def receive_descriptor(sock_fd: int, timeout_s: float = 30.0) -> int:
-    with socket.socket(fileno=sock_fd) as sock:
+    with socket.socket(fileno=_dup(sock_fd)) as sock:
         sock.settimeout(timeout_s)
         _, fds, _, _ = _recv_fds(sock, 1, 1)
     if len(fds) != 1:

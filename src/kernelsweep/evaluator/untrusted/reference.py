@@ -528,6 +528,8 @@ def _crowded_out(s: State, exc: BaseException) -> int | None:
 def _try_variant(s: State, name: str, constants: dict[str, int], seed: int) -> dict[str, Any]:
     cfg, task_bytes = s.config, s.input_bytes
     model = inputs = out = None
+    if s.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(s.device)  # the variant's own peak, after its call (_lend_variant)
     try:
         ahead = s.ahead.get(name, (None,))[0] == constants
         if ahead:
@@ -550,6 +552,7 @@ def _try_variant(s: State, name: str, constants: dict[str, int], seed: int) -> d
             seeding.set_seed(seed)
             out = model(*inputs)
             machine.synchronize(s.device)
+            s.variant_peak = torch.cuda.max_memory_reserved(s.device) if s.device.type == "cuda" else 0
             structure, leaves = trees.flatten_output(out)
             signals = {"mutates_inputs": not trees.same_values(inputs, pristine),
                        "aliases_inputs": trees.aliases(leaves, inputs)}
@@ -560,6 +563,7 @@ def _try_variant(s: State, name: str, constants: dict[str, int], seed: int) -> d
                 signals["rounding_off"] = twin
             del twin
             _keep(s, name, structure, leaves)
+            s.described[name] = devicehandoff.describe(leaves)
         return {"name": name, "seed": seed, "constants": constants, "built_ahead": ahead, **signals}
     except (Exception, MemoryError) as exc:  # noqa: BLE001 - the reference cannot run this shape
         dropped = {"name": name, "dropped": _fails(exc)}
@@ -594,7 +598,31 @@ def variant(ctx: frame.WorkerContext, s: State, name: str) -> dict[str, Any]:
     once the candidate is correct on the task's shape: a candidate failing
     earlier costs no variant here."""
     plan = next(v for v in s.config.get("variants") or [] if v["name"] == name)
-    return {"variant": run_variant(s, plan)}
+    case = run_variant(s, plan)
+    return {"variant": case if case.get("dropped") else dict(case, **_lend_variant(s, name))}
+
+
+def _lend_variant(s: State, name: str) -> dict[str, Any]:
+    """A device buffer for one variant's output, lent as the trials' was
+    (_lend): {"handoff": {bytes}, "slots"}; {} where its output crosses in a file
+    (not a GPU, no room beside CANDIDATE_ROOM times the variant's peak, the
+    driver refuses). Given back once the variant is judged (judge)."""
+    sock_fd = s.config.get("handoff_fd")
+    if sock_fd is None or s.device.type != "cuda" or name not in s.described:
+        return {}
+    layout, nbytes = devicehandoff.slot_layout({name: s.described[name]})
+    free, _ = torch.cuda.mem_get_info(s.device)
+    if nbytes == 0 or nbytes > free - CANDIDATE_ROOM * s.variant_peak:
+        return {}
+    _return_buffer(s)
+    try:
+        s.lent = devicehandoff.SharedBuffer.create(s.device, nbytes)
+        devicehandoff.send_descriptor(sock_fd, s.lent.export())
+    except (devicehandoff.Unavailable, OSError):
+        _return_buffer(s)
+        return {}
+    s.layout[name] = layout[name]
+    return {"handoff": {"bytes": s.lent.nbytes}, "slots": layout[name]}
 
 
 def _inputs(s: State, seed: int) -> list:
@@ -681,6 +709,8 @@ def judge(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]], atol:
         _return_buffer(s)
         torch.cuda.empty_cache()
         s.released = True
+    elif s.released:
+        _return_buffer(s)  # a shape variant's (_lend_variant), judged
     return {"results": results, "seconds": seconds}
 
 
