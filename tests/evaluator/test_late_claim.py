@@ -346,42 +346,43 @@ def test_the_candidate_builds_its_model_before_the_device_is_taken(build_dir, tm
     assert stages["warm"] >= 3.0 and stages["construct"] < 1.0, stages
 
 
-def test_the_variants_models_are_built_before_the_device_is_taken(build_dir, tmp_path, monkeypatch):
-    """Each shape variant's ModelNew (and Model) is built in the workers'
-    preparation too: of three 1.5 s constructions none holds the device."""
-    candidate = tmp_path / "slow_init_any_size.py"
-    candidate.write_text(
+# A candidate whose ModelNew takes 1.5 s to construct, against a reference with shape
+# variants: {case: (its source, the reference, the sizes each variant is checked at
+# (None: every size rescaled), what a narrowed variant says)}.
+SLOW_INIT_VARIANTS = {
+    "every_size_rescaled": (
         "import time\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
         "    def __init__(self):\n        super().__init__()\n        time.sleep(1.5)\n\n"
-        "    def forward(self, a, b):\n        return torch.add(a, b)\n")
+        "    def forward(self, a, b):\n        return torch.add(a, b)\n",
+        "add_sized.py", None, None),
+    # the reference's Model cannot be built with every size rescaled (a channel count
+    # nn.GroupNorm refuses): built with its batch alone rescaled, in the preparation too
+    "narrowed_at_construction": (
+        "import time\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+        "    def __init__(self, channels, num_groups):\n        super().__init__()\n"
+        "        self.norm = nn.GroupNorm(num_groups, channels)\n        time.sleep(1.5)\n\n"
+        "    def forward(self, x):\n        return self.norm(x)\n",
+        "groupnorm_sized.py", [{"batch_size": 9}, {"batch_size": 21}], "must be divisible"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SLOW_INIT_VARIANTS))
+def test_the_variants_models_are_built_before_the_device_is_taken(case, build_dir, tmp_path, monkeypatch):
+    """Each shape variant's ModelNew (and Model) is built in the workers'
+    preparation too, at the sizes the variant is checked at: of three 1.5 s
+    constructions none holds the device."""
+    source, reference, sizes, narrowed = SLOW_INIT_VARIANTS[case]
+    candidate = tmp_path / f"slow_init_{case}.py"
+    candidate.write_text(source)
     _late(tmp_path, monkeypatch, held=False)
-    r = _evaluate(candidate, tmp_path, build_dir, reference=REFERENCES / "add_sized.py", shape_variants=2)
+    r = _evaluate(candidate, tmp_path, build_dir, reference=REFERENCES / reference, shape_variants=2)
     assert r["category"] == "no_custom_kernel", (r["category"], r["error"])
     checked = r["variants"]["checked"]
     assert [c["name"] for c in checked] == ["smaller_odd", "larger_odd"], r["variants"]
     assert all(c["ok"] and c["built_ahead"] for c in checked), checked
-    stages = r["stage_s"]
-    assert stages["warm"] >= 4.5 and stages["variants"] < 1.5, stages
-
-
-def test_a_variant_narrowed_at_construction_is_built_before_the_device_is_taken(build_dir, tmp_path, monkeypatch):
-    """A reference whose Model cannot be built with every size of a variant
-    rescaled (a channel count nn.GroupNorm refuses) is built with its batch
-    alone rescaled in the preparation, and the candidate's worker builds
-    ModelNew at those sizes there too: of three 1.5 s constructions none holds
-    the device, and the variants are narrowed as they would be in the hold."""
-    candidate = tmp_path / "groupnorm_slow_init.py"
-    candidate.write_text(
-        "import time\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
-        "    def __init__(self, channels, num_groups):\n        super().__init__()\n"
-        "        self.norm = nn.GroupNorm(num_groups, channels)\n        time.sleep(1.5)\n\n"
-        "    def forward(self, x):\n        return self.norm(x)\n")
-    _late(tmp_path, monkeypatch, held=False)
-    r = _evaluate(candidate, tmp_path, build_dir, reference=REFERENCES / "groupnorm_sized.py", shape_variants=2)
-    assert r["category"] == "no_custom_kernel", (r["category"], r["error"])
-    checked = r["variants"]["checked"]
-    assert [c["constants"] for c in checked] == [{"batch_size": 9}, {"batch_size": 21}], r["variants"]
-    assert all(c["ok"] and c["built_ahead"] and "must be divisible" in c["narrowed"] for c in checked), checked
+    if sizes is not None:
+        assert [c["constants"] for c in checked] == sizes, r["variants"]
+        assert all(narrowed in c["narrowed"] for c in checked), checked
     stages = r["stage_s"]
     assert stages["warm"] >= 4.5 and stages["variants"] < 1.5, stages
 
