@@ -57,6 +57,50 @@ class ModelNew: pass
     assert info.names_model_new
 
 
+NUMBA_CUDA = '''
+from numba import cuda
+import numba
+
+@cuda.jit
+def add_kernel(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i] + b[i]
+
+@numba.cuda.jit("void(float32[:])", fastmath=False)
+def scale_kernel(x):
+    pass
+
+class ModelNew: pass
+'''
+# The entry name numba-cuda 0.30.4 gave add_kernel above (cuda.compile_ptx, module __main__),
+# and its demangled form (c++filt): how a profiler may list the launch.
+NUMBA_MANGLED = ("_ZN8__main__10add_kernelB2v1B92cw51cXTLSUwv1sDUaKthqaNgoKmjgOR3W3CwAkMXLaJtQYkOIgxJU0gCqOkEJoHkbttqdV"
+                 "hoqlspQGNFHSgJ5BnXagIAE5ArrayIfLi1E1C7mutable7alignedE5ArrayIfLi1E1C7mutable7alignedE5ArrayIfLi1E1C7"
+                 "mutable7alignedE")
+NUMBA_DEMANGLED = ("__main__::add_kernel[abi:v1][abi:cw51cXTLSUwv1sDUaKthqaNgoKmjgOR3W3CwAkMXLaJtQYkOIgxJU0gCqOkEJoHkbt"
+                   "tqdVhoqlspQGNFHSgJ5BnXagIA](Array<float, 1, C, mutable, aligned>, Array<float, 1, C, mutable, "
+                   "aligned>, Array<float, 1, C, mutable, aligned>)")
+
+
+def test_static_evidence_of_numba_cuda_kernels():
+    ev = source.analyze(NUMBA_CUDA).evidence
+    assert ev["numba_kernels"] == ["add_kernel", "scale_kernel"] and ev["triton_kernels"] == []
+    assert source.defines_kernel(ev, "cuda") and not source.defines_kernel(ev, "cpu")
+    assert {"add_kernel", "scale_kernel"} <= set(source.kernel_names(ev, "cuda"))
+
+
+def test_a_launch_is_the_candidates_by_its_kernel_name_mangled_or_not():
+    from kernelsweep.evaluator.untrusted import kernels
+
+    launched = [NUMBA_MANGLED, NUMBA_DEMANGLED, "void fused_relu_kernel<float>(float const*, float*, int)",
+                "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>(int)"]
+    assert kernels.candidates_kernels(launched, ["add_kernel"]) == sorted([NUMBA_MANGLED, NUMBA_DEMANGLED])
+    assert kernels.candidates_kernels(launched, ["fused_relu_kernel"]) == [launched[2]]
+    # a name's part or a longer name is not the name: "add" is neither `add_kernel` nor `10add_kernel`
+    assert kernels.candidates_kernels(launched, ["add", "kernel", "relu_kernel"]) == []
+
+
 def test_cpu_kernel_needs_an_extension_with_a_function():
     library = source.analyze((CPU / "cpp_add.py").read_text())
     assert source.defines_kernel(library.evidence, "cpu")

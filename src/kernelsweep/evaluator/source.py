@@ -56,6 +56,12 @@ def _is_triton_decorator(node: ast.AST) -> bool:
         or text.endswith((".triton.jit",))
 
 
+def _is_numba_cuda_decorator(node: ast.AST) -> bool:
+    """`@cuda.jit` / `@numba.cuda.jit` (with or without arguments): a Numba CUDA kernel."""
+    target = node.func if isinstance(node, ast.Call) else node
+    return ast.unparse(target) in ("cuda.jit", "numba.cuda.jit")
+
+
 def _only_docstring_or_pass(body: list[ast.stmt]) -> bool:
     for stmt in body:
         if isinstance(stmt, ast.Pass):
@@ -87,6 +93,7 @@ def analyze(text: str) -> SourceInfo:
 
     defined: set[str] = set()
     triton_kernels: list[str] = []
+    numba_kernels: list[str] = []
     extension_calls: list[dict[str, Any]] = []
     bound_functions: set[str] = set()
     for node in ast.walk(tree):
@@ -94,6 +101,8 @@ def analyze(text: str) -> SourceInfo:
             defined.add(node.name)
             if not isinstance(node, ast.ClassDef) and any(_is_triton_decorator(d) for d in node.decorator_list):
                 triton_kernels.append(node.name)
+            if not isinstance(node, ast.ClassDef) and any(_is_numba_cuda_decorator(d) for d in node.decorator_list):
+                numba_kernels.append(node.name)
         elif isinstance(node, ast.Name) and node.id == "ModelNew":
             info.names_model_new = True
         elif isinstance(node, ast.Call) and _call_name(node.func) in _EXTENSION_FUNCTIONS:
@@ -122,6 +131,7 @@ def analyze(text: str) -> SourceInfo:
         "extension_calls": extension_calls,
         "cuda_kernels": cuda_kernels,
         "triton_kernels": sorted(set(triton_kernels)),
+        "numba_kernels": sorted(set(numba_kernels)),
         "cpp_functions": cpp_functions,
         "bound_functions": sorted(bound_functions),
         "op_namespaces": namespaces,
@@ -134,7 +144,7 @@ def defines_kernel(evidence: dict[str, Any], device: str) -> bool:
     if not evidence:
         return False
     if device == "cuda":
-        return bool(evidence.get("cuda_kernels") or evidence.get("triton_kernels"))
+        return bool(evidence.get("cuda_kernels") or evidence.get("triton_kernels") or evidence.get("numba_kernels"))
     return bool(evidence.get("extension_calls")) and bool(
         evidence.get("cpp_functions") or evidence.get("bound_functions"))
 
@@ -149,7 +159,8 @@ def profiled(evidence: dict[str, Any], device: str) -> bool:
 def kernel_names(evidence: dict[str, Any], device: str) -> list[str]:
     """Names a launched kernel (cuda) or an extension call (cpu) should match."""
     if device == "cuda":
-        return sorted(set(evidence.get("cuda_kernels", [])) | set(evidence.get("triton_kernels", [])))
+        return sorted(set(evidence.get("cuda_kernels", [])) | set(evidence.get("triton_kernels", []))
+                      | set(evidence.get("numba_kernels", [])))
     return sorted(set(evidence.get("bound_functions", [])) | set(evidence.get("cpp_functions", [])))
 
 

@@ -3,7 +3,8 @@ call and record what actually executed.
 
 - CUDA: the torch profiler's device activity lists every kernel launched; a
   launch counts as the candidate's when its name contains one of the kernel
-  names the source defines (`__global__` functions, `@triton.jit` functions).
+  names the source defines (`__global__` functions, `@triton.jit` and Numba's
+  `@cuda.jit` functions).
 - CPU: a profile hook counts calls from Python into the candidate's extension
   modules (the pybind functions load_inline bound), and the profiler's op list
   catches custom ops registered with TORCH_LIBRARY under the candidate's
@@ -26,8 +27,14 @@ LIBRARY_KERNEL = re.compile(
     r"|elementwise_kernel|reduce_kernel|gemmSN|gemv|splitKreduce|cutlass")
 
 
-def _word(name: str) -> re.Pattern:
-    return re.compile(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])")
+def _kernel_name(name: str) -> re.Pattern:
+    """NAME as a whole word of a launched kernel's name (`add_kernel`,
+    `ns::add_kernel<float>`), or as an Itanium-mangled name part, its length
+    before it (Numba's `_ZN8__main__10add_kernelB2v1...`, where the profiler
+    does not demangle)."""
+    word = rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])"
+    mangled = rf"(?<![0-9]){len(name)}{re.escape(name)}(?![a-z0-9_])"
+    return re.compile(f"{word}|{mangled}")
 
 
 def load_profiler() -> None:
@@ -36,6 +43,12 @@ def load_profiler() -> None:
     of start-up. Done before the guard's snapshot, whose wrappers it changes."""
     import torch._inductor  # noqa: F401
     import torch.profiler  # noqa: F401
+
+
+def candidates_kernels(kernels: list[str], kernel_names: list[str]) -> list[str]:
+    """The launched KERNELS that are the candidate's: those carrying one of the kernel names its source defines."""
+    patterns = [_kernel_name(n) for n in kernel_names]
+    return sorted(k for k in kernels if any(p.search(k) for p in patterns))
 
 
 def observe(call: Callable[[], Any], *, device: torch.device, extension_modules: frozenset[str],
@@ -84,8 +97,7 @@ def observe(call: Callable[[], Any], *, device: torch.device, extension_modules:
             sys.setprofile(None)
 
     kernels = sorted(set(device_events))
-    patterns = [_word(n) for n in kernel_names]
-    matched = sorted(k for k in kernels if any(p.search(k) for p in patterns))
+    matched = candidates_kernels(kernels, kernel_names)
     unknown = sorted(k for k in kernels if k not in matched and not LIBRARY_KERNEL.search(k))
     custom_ops = sorted({op for op in host_ops if "::" in op and op.split("::", 1)[0] in op_namespaces})
     share = None
