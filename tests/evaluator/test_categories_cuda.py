@@ -126,6 +126,21 @@ def test_a_cupy_kernel_is_a_custom_kernel_by_its_work(build_dir, tmp_path):
     assert r["kernel_evidence"]["share"] >= 0.5, r["kernel_evidence"]
 
 
+def test_a_numba_kernel_is_a_custom_kernel_by_its_work(build_dir, tmp_path):
+    """Numba compiles its @cuda.jit kernel at the first call (its cache under
+    NUMBA_CACHE_DIR, a writable folder of the evaluation): it runs confined, its
+    launch is the candidate's by the kernel's name, and it does the work."""
+    pytest.importorskip("numba.cuda")
+    from kernelsweep.evaluator import evaluate
+
+    r = evaluate(REFERENCES / "vector_add.py", CUDA / "numba_add.py", device="cuda", trials=3, timing_trials=30,
+                 warmup=5, build_dir=build_dir, log_dir=tmp_path / "logs")
+    print(_brief(r), r["kernel_evidence"])
+    assert r["category"] in SUCCESS and r["custom_kernel"], _brief(r)
+    assert r["kernel_evidence"]["launched"]["kernels"], r["kernel_evidence"]
+    assert r["kernel_evidence"]["share"] >= 0.5, r["kernel_evidence"]
+
+
 def test_tf32_is_flagged_and_judged_at_its_accuracy(build_dir, tmp_path):
     """The reference multiplies with TF32 off; a candidate that turns it on is
     computed with it (wrong beyond fp32's tolerance on a 64x64 product of
