@@ -3,7 +3,11 @@ C++ builds, real signals and timers. Each case is one fixture candidate."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+from evaluator_paths import CPU
 
 from kernelsweep.core.verdict import CATEGORIES, SUCCESS_CATEGORIES
 
@@ -146,3 +150,23 @@ def test_no_room_for_outputs_is_the_harness_not_the_candidate(run_eval, monkeypa
     monkeypatch.setattr(correctness, "DISK_MARGIN", 1 << 62)
     with pytest.raises(HarnessError, match="no room for the candidate's outputs"):
         run_eval("add", "pytorch_only")
+
+
+def test_an_extension_loaded_from_a_source_file_is_built_once_and_is_a_custom_kernel(run_eval, build_dir):
+    """torch.utils.cpp_extension.load on a file the candidate writes at import
+    (a new temporary path each time): the compile step builds it, keyed by the
+    file's contents, and the evaluation uses that build instead of compiling
+    again (ninja's log shows one compilation); its calls are the candidate's kernel."""
+    from kernelsweep.evaluator import compile_candidate
+
+    compiled = compile_candidate(CPU / "cpp_add_from_file.py", device="cpu", build_dir=build_dir, timeout_s=1200,
+                                 build_sharing="content")
+    assert compiled["compiled"] is True, compiled
+    r = run_eval("add", "cpp_add_from_file", timing_trials=10)
+    assert r["category"] in SUCCESS_CATEGORIES and r["custom_kernel"], (r["category"], r["error"], r["flags"])
+    (build,) = [b for b in r["builds"] if b["name"] == "ks_fixture_from_file"]
+    assert build["ok"] and build["cached"] and build["key"] == compiled["builds"][0]["key"], r["builds"]
+    (log,) = Path(build_dir).glob(f"**/ext/{build['key'][:24]}/.ninja_log")
+    compiled = [line for line in log.read_text().splitlines() if line.split("\t")[3:4] == ["vec_add.o"]]
+    assert len(compiled) == 1, log.read_text()
+    assert any(name.endswith(".vec_add") for name in r["kernel_evidence"]["launched"]["extension_calls"])

@@ -113,3 +113,49 @@ def test_a_build_behind_a_device_test_is_built_ahead(tmp_path):
     assert record["category"] is None and record["builds"] == []  # nothing is built at import
     built = record["ahead"]["builds"]
     assert [(b["name"], b["ok"]) for b in built] == [("ks_fixture_lazy_guarded", True)], record["ahead"]
+
+
+def test_a_load_build_is_staged_from_its_folder_by_relative_name(tmp_path):
+    """`load` from files: the sources and the C/C++/CUDA files in and below their
+    folder are copied, once, into the build's folder under their relative names."""
+    from kernelsweep.evaluator.untrusted import buildhooks
+
+    src = tmp_path / "src"
+    (src / "detail").mkdir(parents=True)
+    (src / "kernel.cu").write_text('#include "common.cuh"\n#include "detail/impl.h"\n')
+    (src / "common.cuh").write_text("// shared\n")
+    (src / "detail" / "impl.h").write_text("// impl\n")
+    (src / "notes.txt").write_text("not C\n")
+    staged = buildhooks.staged_files([str(src / "kernel.cu")])
+    assert sorted(staged) == ["common.cuh", "detail/impl.h", "kernel.cu"]
+    build = tmp_path / "build"
+    build.mkdir()
+    paths = buildhooks._stage(build, staged, [str(src / "kernel.cu")])
+    assert paths == [str(build / "src" / "kernel.cu")]
+    assert (build / "src" / "detail" / "impl.h").read_text() == "// impl\n"
+    before = (build / "src" / "kernel.cu").stat().st_mtime_ns
+    (src / "kernel.cu").write_text("// changed: another key, another build folder\n")
+    buildhooks._stage(build, staged, [str(src / "kernel.cu")])  # this folder's copy is left as it was
+    assert (build / "src" / "kernel.cu").stat().st_mtime_ns == before
+
+
+def test_a_load_build_from_a_crowded_or_ambiguous_folder_is_not_staged(tmp_path):
+    from kernelsweep.evaluator.untrusted import buildhooks
+
+    crowded = tmp_path / "crowded"
+    crowded.mkdir()
+    for i in range(buildhooks.STAGED_FILES_MAX + 1):
+        (crowded / f"h{i}.h").write_text("")
+    (crowded / "k.cpp").write_text("")
+    assert buildhooks.staged_files([str(crowded / "k.cpp")]) is None
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    (one / "k.cpp").write_text("int a;")
+    (two / "k.cpp").write_text("int b;")
+    assert buildhooks.staged_files([str(one / "k.cpp"), str(two / "k.cpp")]) is None
+    # and the key still depends on the contents when nothing is staged
+    key = buildhooks.extension_key("load", {"name": "x", "sources": [str(one / "k.cpp"), str(two / "k.cpp")]}, None)
+    (two / "k.cpp").write_text("int c;")
+    assert key != buildhooks.extension_key("load", {"name": "x", "sources": [str(one / "k.cpp"), str(two / "k.cpp")]},
+                                           None)

@@ -44,16 +44,55 @@ KEY_VERSION = "1"
 _CUDA_SUFFIXES = (".cu", ".cuh")
 # Arguments that do not change the binary.
 _IGNORED = {"build_directory", "verbose", "keep_intermediates"}
+# `load` from files: the sources, and the files beside them a source may include, are
+# copied once into the build's own (content-keyed) folder and built from there. Built
+# from where the candidate wrote them, a new temporary path on every run, torch's ninja
+# build saw new commands and compiled again (16 s for a one-function C++ file on two
+# cores), the compile step's build found but not used.
+_STAGED_SUFFIXES = {".c", ".cc", ".cpp", ".cxx", ".cu", ".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl", ".inc"}
+STAGED_FILES_MAX = 64
+SEEN_FILES_MAX = 512
 
 
-def _sources_digest(paths: Any) -> list[str]:
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
+def _digests(paths: list[Path]) -> list[str]:
     digests = []
-    for p in paths or []:
+    for p in paths:
         with open(p, "rb") as f:
-            digests.append(f"{os.path.basename(str(p))}:{hashlib.sha256(f.read()).hexdigest()}")
+            digests.append(f"{p.name}:{hashlib.sha256(f.read()).hexdigest()}")
     return digests
+
+
+def _source_paths(sources: Any) -> list[Path]:
+    return [Path(sources)] if isinstance(sources, (str, os.PathLike)) else [Path(s) for s in sources or []]
+
+
+def staged_files(sources: Any) -> dict[str, Path] | None:
+    """What a `load` build is staged from, by the name it gets there: its
+    sources, and the C, C++ and CUDA files in and below each source's folder
+    (what a source could include by a relative path), named relative to that
+    folder; None where they cannot be staged so (two files for one name, a
+    folder crowded beyond STAGED_FILES_MAX or SEEN_FILES_MAX files: /tmp itself)."""
+    files: dict[str, Path] = {}
+
+    def add(name: str, path: Path) -> bool:
+        held = files.setdefault(name, path)
+        return held == path or held.resolve() == path.resolve()
+
+    for source in _source_paths(sources):
+        if not add(source.name, source):
+            return None
+        seen = 0
+        for folder, subfolders, names in os.walk(source.parent):
+            subfolders.sort()
+            seen += len(names) + len(subfolders)
+            if seen > SEEN_FILES_MAX:
+                return None
+            for name in sorted(names):
+                path = Path(folder, name)
+                if path.suffix in _STAGED_SUFFIXES and not path.is_symlink() and path.is_file():
+                    if not add(str(path.relative_to(source.parent)), path) or len(files) > STAGED_FILES_MAX:
+                        return None
+    return files
 
 
 def extension_key(function: str, arguments: dict[str, Any], cuda_arch: str | None) -> str:
@@ -61,7 +100,10 @@ def extension_key(function: str, arguments: dict[str, Any], cuda_arch: str | Non
     uses_cuda = bool(args.get("with_cuda"))
     if function == "load":
         sources = args.pop("sources", [])
-        args["source_digests"] = _sources_digest(sources)
+        staged = staged_files(sources)
+        args["source_digests"] = _digests(_source_paths(sources)) if staged is None else \
+            [f"{name}:{digest.split(':', 1)[1]}" for name, digest in zip(staged, _digests(list(staged.values())))]
+        args["staged"] = staged is not None
         uses_cuda = uses_cuda or any(str(s).endswith(_CUDA_SUFFIXES) for s in
                                      ([sources] if isinstance(sources, str) else sources or []))
     else:
@@ -119,6 +161,22 @@ def _known_failure(directory: Path) -> dict[str, Any] | None:
         return json.loads((directory / _FAILURE_FILE).read_text())
     except (OSError, ValueError):
         return None
+
+
+def _stage(directory: Path, files: dict[str, Path], sources: Any) -> list[str]:
+    """The sources' paths in the build's `src` folder, filled once with FILES
+    (the key covers their contents, so a folder already there holds the same;
+    left as it is, its files keep the times ninja compared): the same paths and
+    commands on every run, and a build already made is used."""
+    staged = directory / "src"
+    if not staged.is_dir():
+        fresh = directory / f"src.{os.getpid()}"
+        fresh.mkdir(exist_ok=True)
+        for name, f in files.items():
+            (fresh / name).parent.mkdir(parents=True, exist_ok=True)
+            (fresh / name).write_bytes(f.read_bytes())
+        os.replace(fresh, staged)
+    return [str(staged / p.name) for p in _source_paths(sources)]
 
 
 @contextlib.contextmanager
@@ -196,6 +254,7 @@ class BuildHooks:
             directory = hooks.root / "ext" / key[:24]
             directory.mkdir(parents=True, exist_ok=True)
             arguments["build_directory"] = str(directory)
+            staged = staged_files(arguments.get("sources")) if function == "load" else None
             name = str(arguments.get("name"))
             cached = any(directory.glob(f"{name}*.so"))
             record: dict[str, Any] = {"function": function, "name": name, "key": key,
@@ -216,6 +275,8 @@ class BuildHooks:
             t0 = time.monotonic()
             try:
                 with one_builder(directory):
+                    if staged is not None:
+                        arguments["sources"] = _stage(directory, staged, arguments["sources"])
                     module = real(**arguments)
             except BaseException as exc:
                 output = str(exc)[-60000:]

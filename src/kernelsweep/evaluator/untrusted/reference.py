@@ -709,7 +709,7 @@ def judge(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]], atol:
         _return_buffer(s)
         torch.cuda.empty_cache()
         s.released = True
-    elif s.released:
+    elif s.device.type == "cuda" and s.released:
         _return_buffer(s)  # a shape variant's (_lend_variant), judged
     return {"results": results, "seconds": seconds}
 
