@@ -94,7 +94,8 @@ def test_a_launch_is_the_candidates_by_its_kernel_name_mangled_or_not():
     from kernelsweep.evaluator.untrusted import kernels
 
     launched = [NUMBA_MANGLED, NUMBA_DEMANGLED, "void fused_relu_kernel<float>(float const*, float*, int)",
-                "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>(int)"]
+                "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>(int)",
+                "_ZN2at6native3addEv"]  # a mangled name without Numba's ABI tag
     assert kernels.candidates_kernels(launched, ["add_kernel"]) == sorted([NUMBA_MANGLED, NUMBA_DEMANGLED])
     assert kernels.candidates_kernels(launched, ["fused_relu_kernel"]) == [launched[2]]
     # a name's part or a longer name is not the name: "add" is neither `add_kernel` nor `10add_kernel`

@@ -29,11 +29,13 @@ LIBRARY_KERNEL = re.compile(
 
 def _kernel_name(name: str) -> re.Pattern:
     """NAME as a whole word of a launched kernel's name (`add_kernel`,
-    `ns::add_kernel<float>`), or as an Itanium-mangled name part, its length
-    before it (Numba's `_ZN8__main__10add_kernelB2v1...`, where the profiler
-    does not demangle)."""
+    `ns::add_kernel<float>`), or as the part of an Itanium-mangled name that
+    Numba gives its kernels: the name's length, the name, an ABI tag
+    (`_ZN8__main__10add_kernelB2v1...`, where the profiler does not demangle).
+    PyTorch's own mangled kernel names carry no ABI tag, so `_ZN2at6native3addE`
+    is not a kernel named `add`."""
     word = rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])"
-    mangled = rf"(?<![0-9]){len(name)}{re.escape(name)}(?![a-z0-9_])"
+    mangled = rf"(?<![0-9]){len(name)}{re.escape(name)}(?=B[0-9])"
     return re.compile(f"{word}|{mangled}")
 
 
