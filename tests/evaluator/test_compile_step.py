@@ -154,6 +154,12 @@ def test_a_load_build_from_a_crowded_or_ambiguous_folder_is_not_staged(tmp_path)
     (one / "k.cpp").write_text("int a;")
     (two / "k.cpp").write_text("int b;")
     assert buildhooks.staged_files([str(one / "k.cpp"), str(two / "k.cpp")]) is None
+    # a header found beside the source's folder, not in it: built where the candidate wrote it
+    (tmp_path / "common.cuh").write_text("// shared\n")
+    (one / "k.cpp").write_text('#include "../common.cuh"\n#include "torch/python.h"  // on the include path\n')
+    assert buildhooks.staged_files([str(one / "k.cpp")]) is None
+    (one / "k.cpp").write_text('#include "torch/python.h"  // on the include path: found there either way\n')
+    assert list(buildhooks.staged_files([str(one / "k.cpp")])) == ["k.cpp"]
     # and the key still depends on the contents when nothing is staged
     key = buildhooks.extension_key("load", {"name": "x", "sources": [str(one / "k.cpp"), str(two / "k.cpp")]}, None)
     (two / "k.cpp").write_text("int c;")

@@ -103,3 +103,13 @@ def test_a_spilled_output_comes_back_only_when_asked(tmp_path):
     assert reference._keep(s, "trial1", *trees.flatten_output(out)) is None
     back = reference._keep(s, "trial0", *trees.flatten_output(out), host_copy=True)
     assert torch.equal(back["leaves"][0], out) and s.kept == {"trial1": None, "trial0": None}
+
+
+def test_running_out_of_host_memory_is_no_failure_of_the_reference():
+    """A variant (or the float64 twin) that cannot be built ahead for want of
+    host memory is tried again in the hold, never judged by that failure."""
+    torch_host_oom = RuntimeError("[enforce fail at alloc_cpu.cpp:118] data. DefaultCPUAllocator: can't allocate "
+                                  "memory: you tried to allocate 68719476736 bytes. Error code 12")
+    assert reference._out_of_memory(torch_host_oom) and reference._out_of_memory(MemoryError())
+    assert not reference._out_of_memory(ValueError("num_channels (65) must be divisible by num_groups (8)"))
+    assert not reference._out_of_memory(RuntimeError("shape '[9, 8, -1]' is invalid for input of size 297"))

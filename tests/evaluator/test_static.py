@@ -71,6 +71,10 @@ def add_kernel(a, b, out):
 def scale_kernel(x):
     pass
 
+@cuda.jit(device=True)
+def helper(x):  # a device function: called from kernels, never launched
+    return x
+
 class ModelNew: pass
 '''
 # The entry name numba-cuda 0.30.4 gave add_kernel above (cuda.compile_ptx, module __main__),
@@ -95,8 +99,11 @@ def test_a_launch_is_the_candidates_by_its_kernel_name_mangled_or_not():
 
     launched = [NUMBA_MANGLED, NUMBA_DEMANGLED, "void fused_relu_kernel<float>(float const*, float*, int)",
                 "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>(int)",
-                "_ZN2at6native3addEv"]  # a mangled name without Numba's ABI tag
-    assert kernels.candidates_kernels(launched, ["add_kernel"]) == sorted([NUMBA_MANGLED, NUMBA_DEMANGLED])
+                "_ZN2at6native3addEv",  # a mangled name without Numba's ABI tag
+                "_ZN4Ops210add_kernelB2v1E"]  # a part ending in a digit before the name
+    assert kernels.candidates_kernels(launched, ["add_kernel"]) == sorted([NUMBA_MANGLED, NUMBA_DEMANGLED,
+                                                                          launched[-1]])
+    assert kernels.numba_entry_names(NUMBA_MANGLED) == {"add_kernel"}
     assert kernels.candidates_kernels(launched, ["fused_relu_kernel"]) == [launched[2]]
     # a name's part or a longer name is not the name: "add" is neither `add_kernel` nor `10add_kernel`
     assert kernels.candidates_kernels(launched, ["add", "kernel", "relu_kernel"]) == []

@@ -57,9 +57,12 @@ def _is_triton_decorator(node: ast.AST) -> bool:
 
 
 def _is_numba_cuda_decorator(node: ast.AST) -> bool:
-    """`@cuda.jit` / `@numba.cuda.jit` (with or without arguments): a Numba CUDA kernel."""
+    """`@cuda.jit` / `@numba.cuda.jit` (with or without arguments): a Numba CUDA
+    kernel, unless `device=True` makes it a device function (never launched)."""
     target = node.func if isinstance(node, ast.Call) else node
-    return ast.unparse(target) in ("cuda.jit", "numba.cuda.jit")
+    device = isinstance(node, ast.Call) and any(
+        k.arg == "device" and isinstance(k.value, ast.Constant) and k.value.value is True for k in node.keywords)
+    return ast.unparse(target) in ("cuda.jit", "numba.cuda.jit") and not device
 
 
 def _only_docstring_or_pass(body: list[ast.stmt]) -> bool:

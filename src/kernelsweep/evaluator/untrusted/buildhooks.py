@@ -28,9 +28,12 @@ import hashlib
 import inspect
 import json
 import os
+import re
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -92,7 +95,28 @@ def staged_files(sources: Any) -> dict[str, Path] | None:
                 if path.suffix in _STAGED_SUFFIXES and not path.is_symlink() and path.is_file():
                     if not add(str(path.relative_to(source.parent)), path) or len(files) > STAGED_FILES_MAX:
                         return None
-    return files
+    return files if _includes_found(files) else None
+
+
+_QUOTED_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"([^"\n]+)"', re.M)
+
+
+def _includes_found(files: dict[str, Path]) -> bool:
+    """Whether every `#include "..."` that the compiler would find beside the
+    including file (where the candidate wrote it) is staged under the name it
+    would be found at there: else (`../common.cuh`, a symlinked or `.tpp`
+    header) the build is left where the candidate wrote it. An include found
+    only on the include paths is found there either way."""
+    staged = {name: path.resolve() for name, path in files.items()}
+    for name, path in files.items():
+        for include in _QUOTED_INCLUDE.findall(path.read_bytes()):
+            target = path.parent / os.fsdecode(include)
+            if not target.exists():
+                continue
+            where = os.path.normpath(os.path.join(os.path.dirname(name), os.fsdecode(include)))
+            if staged.get(where) != target.resolve():
+                return False
+    return True
 
 
 def extension_key(function: str, arguments: dict[str, Any], cuda_arch: str | None) -> str:
@@ -170,12 +194,16 @@ def _stage(directory: Path, files: dict[str, Path], sources: Any) -> list[str]:
     commands on every run, and a build already made is used."""
     staged = directory / "src"
     if not staged.is_dir():
-        fresh = directory / f"src.{os.getpid()}"
-        fresh.mkdir(exist_ok=True)
+        fresh = Path(tempfile.mkdtemp(prefix="src.", dir=directory))
         for name, f in files.items():
             (fresh / name).parent.mkdir(parents=True, exist_ok=True)
             (fresh / name).write_bytes(f.read_bytes())
-        os.replace(fresh, staged)
+        try:
+            os.replace(fresh, staged)
+        except OSError:
+            if not staged.is_dir():
+                raise
+            shutil.rmtree(fresh, ignore_errors=True)  # another builder staged the same files first
     return [str(staged / p.name) for p in _source_paths(sources)]
 
 

@@ -27,16 +27,32 @@ LIBRARY_KERNEL = re.compile(
     r"|elementwise_kernel|reduce_kernel|gemmSN|gemv|splitKreduce|cutlass")
 
 
-def _kernel_name(name: str) -> re.Pattern:
-    """NAME as a whole word of a launched kernel's name (`add_kernel`,
-    `ns::add_kernel<float>`), or as the part of an Itanium-mangled name that
-    Numba gives its kernels: the name's length, the name, an ABI tag
-    (`_ZN8__main__10add_kernelB2v1...`, where the profiler does not demangle).
-    PyTorch's own mangled kernel names carry no ABI tag, so `_ZN2at6native3addE`
-    is not a kernel named `add`."""
-    word = rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])"
-    mangled = rf"(?<![0-9]){len(name)}{re.escape(name)}(?=B[0-9])"
-    return re.compile(f"{word}|{mangled}")
+def _word(name: str) -> re.Pattern:
+    return re.compile(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])")
+
+
+def numba_entry_names(kernel: str) -> set[str]:
+    """The names in an Itanium-mangled nested name (`_ZN<len><part>...E`) that
+    carry an ABI tag (`B<len><tag>`), as Numba names its kernels
+    (`_ZN8__main__10add_kernelB2v1B92cw51c...E5ArrayIf...`); where the profiler
+    does not demangle, the launch carries its function's name so. PyTorch's own
+    mangled kernel names carry no ABI tag: `_ZN2at6native3addE` names none."""
+    if not kernel.startswith("_ZN"):
+        return set()
+    tagged, i, n = set(), 3, len(kernel)
+    while i < n and kernel[i].isdigit():
+        j = i
+        while j < n and kernel[j].isdigit():
+            j += 1
+        length = int(kernel[i:j])
+        part, i = kernel[j:j + length], j + length
+        while i + 1 < n and kernel[i] == "B" and kernel[i + 1].isdigit():  # ABI tags after the part
+            tagged.add(part)
+            j = i + 1
+            while j < n and kernel[j].isdigit():
+                j += 1
+            i = j + int(kernel[i + 1:j])
+    return tagged
 
 
 def load_profiler() -> None:
@@ -48,9 +64,11 @@ def load_profiler() -> None:
 
 
 def candidates_kernels(kernels: list[str], kernel_names: list[str]) -> list[str]:
-    """The launched KERNELS that are the candidate's: those carrying one of the kernel names its source defines."""
-    patterns = [_kernel_name(n) for n in kernel_names]
-    return sorted(k for k in kernels if any(p.search(k) for p in patterns))
+    """The launched KERNELS that are the candidate's: those carrying one of the
+    kernel names its source defines, as a whole word (demangled) or as a
+    Numba-mangled entry name (numba_entry_names)."""
+    patterns, names = [_word(n) for n in kernel_names], set(kernel_names)
+    return sorted(k for k in kernels if any(p.search(k) for p in patterns) or names & numba_entry_names(k))
 
 
 def observe(call: Callable[[], Any], *, device: torch.device, extension_modules: frozenset[str],

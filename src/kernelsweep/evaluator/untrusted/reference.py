@@ -203,16 +203,22 @@ def _variants_ahead(s: State, cfg: dict[str, Any]) -> dict[str, tuple[dict[str, 
         for constants in tries:
             try:
                 built[name] = (constants, *_variant_on_host(cfg, name, constants))
-            except MemoryError:  # the host's memory, now: tried again when asked for
-                break
-            except Exception as exc:  # noqa: BLE001 - the reference's own failure, as in the hold
-                if isinstance(exc, torch.OutOfMemoryError):
+            except (Exception, MemoryError) as exc:  # noqa: BLE001 - judged when asked for
+                if _out_of_memory(exc):  # the host's memory, now: tried again when asked for
                     break
-                s.unbuilt[_key(name, constants)] = _fails(exc)
+                s.unbuilt[_key(name, constants)] = _fails(exc)  # the reference's own failure, as in the hold
                 continue
             (Path(cfg["shared_dir"]) / f"{name}_constants.json").write_text(json.dumps(constants))
             break
     return built
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Memory, not the module: Python's MemoryError, torch's device one, or the
+    RuntimeError torch's host allocator raises ("DefaultCPUAllocator: can't
+    allocate memory")."""
+    return isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or (
+        isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc))
 
 
 def _key(name: str, constants: dict[str, int]) -> str:
@@ -250,10 +256,11 @@ def setup(ctx: frame.WorkerContext, s: State) -> State:
     s.kept_budget = s.call_peak = None  # _kept_budget, at the first output kept
     s.released = False  # the cache given back once the trials are judged (judge)
     s.described, s.layout, s.lent = {}, {}, None  # the trials' outputs as slots; the buffer lent for them (_lend)
+    s.lent_variant = None  # the shape variant the lent buffer is for, once it is one's (_lend_variant)
     s.clock = Clock(s.device, info.get("llc_bytes") or info.get("l2_bytes"))
     s.rounding, s.rounding_off, s.rounding_trials = None, None, 0
-    if cfg.get("rounding") and s.twin is None:  # too big to be made ahead: made now, from the host's Model
-        s.twin = _twin_ahead(s)
+    if cfg.get("rounding") and (s.twin is None or isinstance(s.twin, BaseException) and _out_of_memory(s.twin)):
+        s.twin = _twin_ahead(s)  # too big to be made ahead, or no host memory then: made now, from the host's Model
     model = s.model.to(s.device)
     if s.precision != "fp32":
         model = model.to(seeding.DTYPES[s.precision])
@@ -618,10 +625,10 @@ def _lend_variant(s: State, name: str) -> dict[str, Any]:
     try:
         s.lent = devicehandoff.SharedBuffer.create(s.device, nbytes)
         devicehandoff.send_descriptor(sock_fd, s.lent.export())
-    except (devicehandoff.Unavailable, OSError):
+    except Exception:  # noqa: BLE001 - the driver refused a step: the output crosses in a file
         _return_buffer(s)
         return {}
-    s.layout[name] = layout[name]
+    s.layout[name], s.lent_variant = layout[name], name
     return {"handoff": {"bytes": s.lent.nbytes}, "slots": layout[name]}
 
 
@@ -709,8 +716,9 @@ def judge(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]], atol:
         _return_buffer(s)
         torch.cuda.empty_cache()
         s.released = True
-    elif s.device.type == "cuda" and s.released:
+    elif s.device.type == "cuda" and s.lent_variant in {case["name"] for case in cases}:
         _return_buffer(s)  # a shape variant's (_lend_variant), judged
+        s.lent_variant = None
     return {"results": results, "seconds": seconds}
 
 
