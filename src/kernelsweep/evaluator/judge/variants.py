@@ -62,7 +62,8 @@ def check(ev: Evaluation, ref: Worker, cand: Worker) -> dict[str, Any] | None:
             summary["checked"].append({"name": name, "constants": plan["constants"], "ok": cmp["ok"],
                                        "max_abs_diff": cmp["max_abs_diff"], "margin": cmp.get("margin"),
                                        "built_ahead": bool(case.get("built_ahead")),  # before the hold
-                                       "output_handoff": next(iter(delivered), "file").replace("handed", "device"),
+                                       "output_handoff": "device" if "handed" in delivered else
+                                                         "described" if "described" in delivered else "file",
                                        **({"handoff_refused": str(reply["handoff_refused"])[:200]}
                                           if reply.get("handoff_refused") else {}),
                                        **({"narrowed": case["narrowed"]} if case.get("narrowed") else {}),

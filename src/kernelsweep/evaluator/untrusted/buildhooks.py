@@ -57,11 +57,11 @@ STAGED_FILES_MAX = 64
 SEEN_FILES_MAX = 512
 
 
-def _digests(paths: list[Path]) -> list[str]:
+def _digests(named: list[tuple[str, Path]]) -> list[str]:
     digests = []
-    for p in paths:
+    for name, p in named:
         with open(p, "rb") as f:
-            digests.append(f"{p.name}:{hashlib.sha256(f.read()).hexdigest()}")
+            digests.append(f"{name}:{hashlib.sha256(f.read()).hexdigest()}")
     return digests
 
 
@@ -119,17 +119,17 @@ def _includes_found(files: dict[str, Path]) -> bool:
     return True
 
 
-def extension_key(function: str, arguments: dict[str, Any], cuda_arch: str | None) -> str:
+def extension_key(function: str, arguments: dict[str, Any], cuda_arch: str | None,
+                  staged: dict[str, Path] | None = None) -> str:
+    """STAGED: the files a `load` build is staged from (staged_files), by the
+    names they get there; None where it is built from the sources in place."""
     args = {k: v for k, v in arguments.items() if k not in _IGNORED}
     uses_cuda = bool(args.get("with_cuda"))
     if function == "load":
-        sources = args.pop("sources", [])
-        staged = staged_files(sources)
-        args["source_digests"] = _digests(_source_paths(sources)) if staged is None else \
-            [f"{name}:{digest.split(':', 1)[1]}" for name, digest in zip(staged, _digests(list(staged.values())))]
+        sources = _source_paths(args.pop("sources", []))
+        args["source_digests"] = _digests(list(staged.items()) if staged is not None else [(p.name, p) for p in sources])
         args["staged"] = staged is not None
-        uses_cuda = uses_cuda or any(str(s).endswith(_CUDA_SUFFIXES) for s in
-                                     ([sources] if isinstance(sources, str) else sources or []))
+        uses_cuda = uses_cuda or any(p.suffix in _CUDA_SUFFIXES for p in sources)
     else:
         uses_cuda = uses_cuda or bool(args.get("cuda_sources"))
     payload = {
@@ -276,13 +276,13 @@ class BuildHooks:
                 return real(*args, **kwargs)  # let torch raise its own TypeError
             arguments = dict(bound.arguments)
             try:
-                key = extension_key(function, arguments, hooks.cuda_arch)
+                staged = staged_files(arguments.get("sources")) if function == "load" else None
+                key = extension_key(function, arguments, hooks.cuda_arch, staged)
             except OSError:
                 return real(*args, **kwargs)  # unreadable sources: torch reports it
             directory = hooks.root / "ext" / key[:24]
             directory.mkdir(parents=True, exist_ok=True)
             arguments["build_directory"] = str(directory)
-            staged = staged_files(arguments.get("sources")) if function == "load" else None
             name = str(arguments.get("name"))
             cached = any(directory.glob(f"{name}*.so"))
             record: dict[str, Any] = {"function": function, "name": name, "key": key,

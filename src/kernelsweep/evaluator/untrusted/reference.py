@@ -196,11 +196,8 @@ def _variants_ahead(s: State, cfg: dict[str, Any]) -> dict[str, tuple[dict[str, 
     tries it when asked for, as it would without building ahead, and drops or narrows it then."""
     built = {}
     for plan in cfg.get("variants") or []:
-        name, tries = plan["name"], [plan["constants"]]
-        batch = shapes.batch_only(plan["constants"])
-        if batch and batch != plan["constants"]:
-            tries.append(batch)
-        for constants in tries:
+        name = plan["name"]
+        for constants in _sizes_to_try(plan["constants"]):
             try:
                 built[name] = (constants, *_variant_on_host(cfg, name, constants))
             except (Exception, MemoryError) as exc:  # noqa: BLE001 - judged when asked for
@@ -431,12 +428,23 @@ def _lend(s: State, sock_fd: int | None) -> dict[str, Any]:
     if nbytes > room:
         return dict(shown, handoff_off=f"{nbytes} bytes of outputs, {max(room, 0)} bytes of room")
     try:
-        s.lent = devicehandoff.SharedBuffer.create(s.device, nbytes)
-        devicehandoff.send_descriptor(sock_fd, s.lent.export())
+        _lend_buffer(s, sock_fd, nbytes)
     except (devicehandoff.Unavailable, OSError) as exc:
-        _return_buffer(s)
         return dict(shown, handoff_off=str(exc)[:300])
     return dict(shown, handoff={"bytes": s.lent.nbytes})
+
+
+def _lend_buffer(s: State, sock_fd: int, nbytes: int) -> None:
+    """A device buffer of NBYTES made and its descriptor sent to the candidate's
+    worker (s.lent), any buffer lent before given back first; a step that fails
+    gives it back and raises."""
+    _return_buffer(s)
+    try:
+        s.lent = devicehandoff.SharedBuffer.create(s.device, nbytes)
+        devicehandoff.send_descriptor(sock_fd, s.lent.export())
+    except BaseException:
+        _return_buffer(s)
+        raise
 
 
 def _return_buffer(s: State) -> None:
@@ -503,17 +511,24 @@ def run_variant(s: State, variant: dict[str, Any]) -> dict[str, Any]:
     constants rescaled (shapes.batch_only); `narrowed` then says why.
     Out of memory because the candidate's process holds the device's memory
     is not a drop: {name, dropped, crowded_out: bytes held} (_crowded_out)."""
-    result = _try_variant(s, variant["name"], variant["constants"], variant["seed"])
+    constants, *narrower = _sizes_to_try(variant["constants"])
+    result = _try_variant(s, variant["name"], constants, variant["seed"])
     if not result.get("dropped") or result.get("crowded_out"):
         return result
-    batch = shapes.batch_only(variant["constants"])
-    if batch and batch != variant["constants"]:
-        again = _try_variant(s, variant["name"], batch, variant["seed"])
+    if narrower:
+        again = _try_variant(s, variant["name"], narrower[0], variant["seed"])
         if again.get("crowded_out"):
             return again
         if not again.get("dropped"):
             return dict(again, narrowed=result["dropped"])
     return result
+
+
+def _sizes_to_try(constants: dict[str, int]) -> list[dict[str, int]]:
+    """A variant's sizes, then (where it differs) its batch alone rescaled
+    (shapes.batch_only): what it is narrowed to when the reference cannot run it."""
+    batch = shapes.batch_only(constants)
+    return [constants, batch] if batch and batch != constants else [constants]
 
 
 def _crowded_out(s: State, exc: BaseException) -> int | None:
@@ -621,12 +636,9 @@ def _lend_variant(s: State, name: str) -> dict[str, Any]:
     free, _ = torch.cuda.mem_get_info(s.device)
     if nbytes == 0 or nbytes > free - CANDIDATE_ROOM * s.variant_peak:
         return {}
-    _return_buffer(s)
     try:
-        s.lent = devicehandoff.SharedBuffer.create(s.device, nbytes)
-        devicehandoff.send_descriptor(sock_fd, s.lent.export())
+        _lend_buffer(s, sock_fd, nbytes)
     except Exception:  # noqa: BLE001 - the driver refused a step: the output crosses in a file
-        _return_buffer(s)
         return {}
     s.layout[name], s.lent_variant = layout[name], name
     return {"handoff": {"bytes": s.lent.nbytes}, "slots": layout[name]}
