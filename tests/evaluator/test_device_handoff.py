@@ -85,7 +85,7 @@ def test_reference_judges_a_described_output_only_where_no_value_is_needed():
 
 
 def _lender(layout: dict, buffer: torch.Tensor) -> SimpleNamespace:
-    return SimpleNamespace(layout=layout, lent=SimpleNamespace(tensor=buffer))
+    return SimpleNamespace(layout=layout, lent=SimpleNamespace(tensor=buffer, nbytes=buffer.numel()))
 
 
 def test_reference_reads_a_handed_output_from_its_own_layout_only():
@@ -106,6 +106,36 @@ def test_reference_reads_a_handed_output_from_its_own_layout_only():
         reference._handed(s, "probe_nan", {"structure": "T", "numbers": [None, 7]})
     with pytest.raises(ValueError):
         reference._handed(SimpleNamespace(layout=layout, lent=None), "trial0", {"structure": "T", "numbers": [None, 7]})
+
+
+def test_outputs_too_big_for_one_buffer_lend_one_for_the_first_that_fit(tmp_path):
+    """A buffer for the first outputs whole, in layout order; the candidate's
+    worker hands those and saves the rest to files; the reference reads no
+    slot beyond the buffer, whatever the candidate's reply says."""
+    from kernelsweep.evaluator.untrusted import candidate
+
+    outputs = [[torch.full((300,), float(i))] for i in range(3)]  # 1200 bytes each, 1536 with alignment
+    layout, total = _layout(*outputs)
+    second_end = layout["trial1"][0]["offset"] + 1200
+    assert devicehandoff.lendable_bytes(layout, total) == (layout["trial2"][0]["offset"] + 1200, 3)
+    assert devicehandoff.lendable_bytes(layout, second_end) == (second_end, 2)
+    assert devicehandoff.lendable_bytes(layout, layout["trial2"][0]["offset"] + 1199) == (second_end, 2)
+    assert devicehandoff.lendable_bytes(layout, 1199) == (0, 0)
+    numbers_only = {"trial0": [None], "trial1": layout["trial0"]}
+    assert devicehandoff.lendable_bytes(numbers_only, 1200) == (1200, 2)
+
+    buffer = torch.zeros(second_end, dtype=torch.uint8)
+    lent = SimpleNamespace(tensor=buffer, nbytes=second_end)
+    worker = SimpleNamespace(private=tmp_path)
+    delivered = [candidate._deliver(worker, f"trial{i}", {"structure": "T", "leaves": out}, lent, layout[f"trial{i}"])
+                 for i, out in enumerate(outputs)]
+    assert ["handed" in d for d in delivered] == [True, True, False]
+    assert (tmp_path / "trial2.pt").is_file() and not (tmp_path / "trial0.pt").exists()
+
+    s = _lender(layout, buffer)
+    assert torch.equal(reference._handed(s, "trial1", delivered[1]["handed"])["leaves"][0], outputs[1][0])
+    with pytest.raises(ValueError):  # claimed handed, but its slot lies past the buffer lent
+        reference._handed(s, "trial2", {"structure": "T", "numbers": [None]})
 
 
 def test_one_socket_pair_carries_a_descriptor_per_buffer():

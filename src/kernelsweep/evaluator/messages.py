@@ -144,8 +144,8 @@ _MANIFEST = Shape({"trials": list_of(shaped(Shape(_CASE))),
                    "constant": BOOL, "degenerate": BOOL, "atol": NUMBER, "flush_bytes": INT, "input_bytes": INT,
                    "weights": OBJECT, "device_info": OBJECT},
                   {"rounding": optional(list_of(NUMBER)), "rounding_off": optional(STR), "rounding_trials": INT,
-                   "handoff": shaped(Shape({"bytes": INT})), "handoff_off": STR, "output_slots": OBJECT,
-                   "seconds": OBJECT})
+                   "handoff": shaped(Shape({"bytes": INT})), "handoff_off": STR, "handoff_partial": STR,
+                   "output_slots": OBJECT, "seconds": OBJECT})
 _CROWDED_OUT = Shape({"crowded_out": INT, "message": STR})
 _COMPARISON = Shape({"ok": BOOL}, {"max_abs_diff": optional(NUMBER), "max_rel_diff": optional(NUMBER),
                                    "margin": optional(NUMBER), "kind": optional(STR), "message": optional(STR),

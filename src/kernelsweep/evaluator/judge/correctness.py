@@ -65,7 +65,8 @@ def check(ev: Evaluation, work: Path, ref: Worker, cand: Worker,
              for i, t in enumerate(manifest["trials"])]
     cases += [{"name": p["name"], "seed": p["seed"], "inputs": p["inputs"]} for p in manifest["probes"]]
     handoff = manifest.get("handoff")
-    ev.output_handoff = "device" if handoff else f"files ({manifest['handoff_off']})" \
+    ev.output_handoff = (f"device and files ({manifest['handoff_partial']})" if manifest.get("handoff_partial")
+                         else "device") if handoff else f"files ({manifest['handoff_off']})" \
         if manifest.get("handoff_off") else "files"
     for case in cases:
         case["slots"] = (manifest.get("output_slots") or {}).get(case["name"])

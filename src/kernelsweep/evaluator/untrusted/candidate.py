@@ -347,9 +347,11 @@ def _trial_inputs(s: State, case: dict[str, Any], held: list) -> list:
 def _deliver(s: State, name: str, saved: dict[str, Any], lent: Any, slots: list | None) -> dict[str, Any]:
     """An output to the reference's worker: copied into its slots of the lent
     buffer when it fits them (`handed`); `described` when its comparison fails
-    on structure, shape or dtype whatever its values; else saved to a file."""
+    on structure, shape or dtype whatever its values; else saved to a file
+    (as are the outputs beyond a buffer lent for the first ones only)."""
     result: dict[str, Any] = {"name": name, "file": f"{name}.pt"}
-    if lent is not None and slots is not None and devicehandoff.fits(saved["leaves"], slots):
+    if lent is not None and slots is not None and devicehandoff.within(slots, lent.nbytes) \
+            and devicehandoff.fits(saved["leaves"], slots):
         result["handed"] = _hand(lent, saved, slots)
     elif slots is not None and outputfiles.raw(saved["leaves"]) \
             and devicehandoff.decided_without_values(saved["leaves"], slots):

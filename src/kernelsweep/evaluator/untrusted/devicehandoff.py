@@ -208,6 +208,25 @@ def slot_layout(described: dict[str, list[dict[str, Any] | None]]) -> tuple[dict
     return layout, offset
 
 
+def lendable_bytes(layout: dict[str, list], room: int) -> tuple[int, int]:
+    """The outputs of LAYOUT that fit whole in ROOM bytes, in layout order
+    (the trials, then the probes): (their buffer's size, how many). The rest
+    cross in files, so outputs too big for one buffer still use one."""
+    end, count = 0, 0
+    for slots in layout.values():
+        last = max((slot["offset"] + slot["nbytes"] for slot in slots if slot is not None), default=end)
+        if last > room:
+            break
+        end, count = max(end, last), count + 1
+    return end, count
+
+
+def within(slots: list[dict[str, Any] | None], nbytes: int) -> bool:
+    """Whether every tensor slot lies inside a buffer of NBYTES (a buffer lent
+    for the first outputs only holds theirs)."""
+    return all(slot is None or slot["offset"] + slot["nbytes"] <= nbytes for slot in slots)
+
+
 def _matches(x: torch.Tensor, slot: dict[str, Any]) -> bool:
     return dtype_name(x.dtype) == slot["dtype"] and list(x.shape) == slot["shape"]
 

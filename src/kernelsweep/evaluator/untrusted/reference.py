@@ -416,22 +416,27 @@ def _lend(s: State, sock_fd: int | None) -> dict[str, Any]:
     """The trials' and probes' outputs as slots (`output_slots`: what an output
     must be to be handed over, or judged on its description when it cannot
     match: untrusted/devicehandoff.py) and, on a GPU, a device buffer with those
-    slots, its descriptor sent to the candidate's worker: {"handoff": {"bytes"}};
-    {"handoff_off": why} when there is no room for it beside CANDIDATE_ROOM
-    times the reference's peak, or the driver refuses."""
+    slots, its descriptor sent to the candidate's worker: {"handoff": {"bytes"}}.
+    Where all of them do not fit beside CANDIDATE_ROOM times the reference's
+    peak, the buffer holds the first outputs that do ("handoff_partial": how
+    many, and why), the rest crossing in files; {"handoff_off": why} when not
+    even the first fits, or the driver refuses."""
     s.layout, nbytes = devicehandoff.slot_layout(s.described)
     shown = {"output_slots": s.layout}
     if sock_fd is None or s.device.type != "cuda":
         return shown
     free, _ = torch.cuda.mem_get_info(s.device)
     room = free - CANDIDATE_ROOM * s.call_peak  # the kept outputs are already out of `free`
-    if nbytes > room:
-        return dict(shown, handoff_off=f"{nbytes} bytes of outputs, {max(room, 0)} bytes of room")
+    short = f"{nbytes} bytes of outputs, {max(room, 0)} bytes of room"
+    lent, count = (nbytes, len(s.layout)) if nbytes <= room else devicehandoff.lendable_bytes(s.layout, room)
+    if lent == 0:
+        return dict(shown, handoff_off=short)
     try:
-        _lend_buffer(s, sock_fd, nbytes)
+        _lend_buffer(s, sock_fd, lent)
     except (devicehandoff.Unavailable, OSError) as exc:
         return dict(shown, handoff_off=str(exc)[:300])
-    return dict(shown, handoff={"bytes": s.lent.nbytes})
+    partial = {"handoff_partial": f"{count} of {len(s.layout)} outputs: {short}"} if lent < nbytes else {}
+    return dict(shown, handoff={"bytes": s.lent.nbytes}, **partial)
 
 
 def _lend_buffer(s: State, sock_fd: int, nbytes: int) -> None:
@@ -483,7 +488,7 @@ def _handed(s: State, name: str, handed: Any) -> dict[str, Any]:
     slots are this worker's layout; from the candidate only its structure
     string and its number leaves, checked. ValueError for anything else."""
     slots = s.layout.get(name) if s.lent is not None else None
-    if slots is None:
+    if slots is None or not devicehandoff.within(slots, s.lent.nbytes):
         raise ValueError(f"no buffer slot for {name}")
     if not isinstance(handed, dict) or not isinstance(handed.get("structure"), str) \
             or not isinstance(handed.get("numbers"), list) or len(handed["numbers"]) != len(slots):
