@@ -112,6 +112,28 @@ def test_category(cuda_builds, build_dir, tmp_path, reference, candidate, accept
         assert [c["ok"] for c in r["variants"]["checked"]] == [True, False], r["variants"]
 
 
+@pytest.mark.parametrize("candidate, rebuilt", [(CPU / "linear_relu_any_size.py", False),
+                                                (CUDA / "linear_host_only_init.py", True)])
+def test_a_big_models_variants_are_built_on_the_device_in_the_hold(build_dir, tmp_path, candidate, rebuilt):
+    """A task whose model is too big to build its variants ahead on the host
+    (over 1 GiB): both workers build them in the hold with their tensors made
+    on the device, under one seed. A ModelNew that cannot be built so (a host
+    tensor added to its weights) is built on the host, with the reference's
+    Model again, and judged as before."""
+    from kernelsweep.evaluator import evaluate
+
+    r = evaluate(REFERENCES / "linear_big.py", candidate, device="cuda", trials=3, timing_trials=10,
+                 warmup=2, build_dir=build_dir, log_dir=tmp_path / "logs")
+    print(_brief(r), r["variants"], r["stage_s"])
+    assert r["category"] == "no_custom_kernel", _brief(r)
+    checked = r["variants"]["checked"]
+    assert len(checked) == 2 and all(c["ok"] and not c["built_ahead"] for c in checked), r["variants"]
+    assert all(bool(c.get("rebuilt_on_host")) == rebuilt for c in checked), r["variants"]
+    assert all(c["built_on_device"] != rebuilt for c in checked), r["variants"]
+    if rebuilt:
+        assert all("device" in c["rebuilt_on_host"] for c in checked), r["variants"]
+
+
 def test_a_cupy_kernel_is_a_custom_kernel_by_its_work(build_dir, tmp_path):
     """CuPy builds with NVRTC into its own cache (under the home directory by
     default, read-only in the confined worker): it runs confined, and its kernel,

@@ -126,7 +126,7 @@ CANDIDATE_REPLIES: dict[str, Shape | OneOf] = {
     "setup": Shape(optional=_BUILDS),
     "construct": Shape(optional=_BUILDS),
     "trials": Shape({"trials": list_of(shaped(Shape({"name": STR, **_SIGNALS})))}, _BUILDS),
-    "variant": Shape(_SIGNALS, _BUILDS),
+    "variant": Shape(_SIGNALS, {"built_on_host": STR, **_BUILDS}),
     "clock": Shape(optional=_BUILDS),
     "warmup": Shape(optional=_BUILDS),
     "block": Shape({"ms": list_of(NUMBER), "plain": ANY}, _BUILDS),
@@ -153,7 +153,8 @@ _COMPARISON = Shape({"ok": BOOL}, {"max_abs_diff": optional(NUMBER), "max_rel_di
 _VARIANT = OneOf((Shape({"name": STR, "dropped": STR}, {"crowded_out": INT}),
                   Shape({"name": STR, "seed": INT, "constants": OBJECT},
                         {"rounding": optional(list_of(NUMBER)), "rounding_off": STR, "narrowed": STR,
-                         "built_ahead": BOOL, "handoff": shaped(Shape({"bytes": INT})), "slots": list_of(ANY)})))
+                         "built_ahead": BOOL, "built_on_device": BOOL, "handoff": shaped(Shape({"bytes": INT})),
+                         "slots": list_of(ANY)})))
 REFERENCE_REPLIES: dict[str, Shape | OneOf] = {
     "setup": OneOf((_MANIFEST, _CROWDED_OUT)),
     "judge": Shape({"results": list_of(shaped(_COMPARISON))}, {"seconds": OBJECT}),

@@ -31,10 +31,7 @@ def check(ev: Evaluation, ref: Worker, cand: Worker) -> dict[str, Any] | None:
     started = time.monotonic()
     try:
         for name, plan in planned.items():
-            with ev.spent("variants_reference"):  # where the variants' time goes (diagnostics)
-                reply = ref.request("variant", name=name)
-            ev.reference_ok(ref, reply, f"running shape variant {name}")
-            case = reply["variant"]
+            case, plan, reply = _run(ev, ref, cand, name, plan)
             if case.get("crowded_out"):  # not dropped: the candidate's memory kept the reference out
                 return failed(
                     ev, plan, "out_of_memory", "VariantCrowdedOut",
@@ -44,11 +41,6 @@ def check(ev: Evaluation, ref: Worker, cand: Worker) -> dict[str, Any] | None:
                 summary["dropped"].append({"name": name, "constants": plan["constants"],
                                            "reason": case["dropped"]})
                 continue
-            if case.get("narrowed"):  # the reference could run only its batch rescaled
-                plan = dict(plan, constants=case["constants"])
-            with ev.spent("variants_candidate"):  # its output into the buffer the reference lent, if it did
-                reply = cand.request("variant", name=name, constants=plan["constants"], seed=plan["seed"],
-                                     handoff=case.get("handoff"), slots=case.get("slots"))
             if not reply or reply.get("status") != "ok":
                 return ev.candidate_stopped(cand, reply, variant=plan)
             evidence.note_trial_signals(ev, reply, case)
@@ -62,6 +54,9 @@ def check(ev: Evaluation, ref: Worker, cand: Worker) -> dict[str, Any] | None:
             summary["checked"].append({"name": name, "constants": plan["constants"], "ok": cmp["ok"],
                                        "max_abs_diff": cmp["max_abs_diff"], "margin": cmp.get("margin"),
                                        "built_ahead": bool(case.get("built_ahead")),  # before the hold
+                                       "built_on_device": bool(case.get("built_on_device")),
+                                       **({"rebuilt_on_host": case["rebuilt_on_host"]}
+                                          if case.get("rebuilt_on_host") else {}),
                                        "output_handoff": "device" if "handed" in delivered else
                                                          "described" if "described" in delivered else "file",
                                        **({"handoff_refused": str(reply["handoff_refused"])[:200]}
@@ -75,6 +70,41 @@ def check(ev: Evaluation, ref: Worker, cand: Worker) -> dict[str, Any] | None:
         ev.stage_s["variants"] = round(time.monotonic() - started, 3)
     found = verdict.cheated(ev.flags, ev.log_path())
     return ev.finish(*found) if found else None
+
+
+def _run(ev: Evaluation, ref: Worker, cand: Worker, name: str, plan: dict[str, Any],
+         on_host: bool = False) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
+    """The reference, then the candidate, on one variant: (the reference's
+    case, the plan at the sizes it ran, the candidate's reply; None where the
+    reference dropped it). Where the reference built Model on the device and
+    ModelNew could not be built there, both run it again built on the host
+    (the same seed draws other weights on the host): `rebuilt_on_host` says why."""
+    case = _on_reference(ev, ref, name, on_host)
+    if case.get("dropped"):
+        return case, plan, None
+    ran = dict(plan, constants=case["constants"]) if case.get("narrowed") else plan  # its batch alone rescaled
+    reply = _on_candidate(ev, cand, ran, case)
+    why = reply.get("built_on_host") if reply and reply.get("status") == "ok" and case.get("built_on_device") else None
+    if why and not on_host:
+        case, ran, reply = _run(ev, ref, cand, name, plan, on_host=True)
+        return dict(case, rebuilt_on_host=str(why)[:300]), ran, reply
+    return case, ran, reply
+
+
+def _on_reference(ev: Evaluation, ref: Worker, name: str, on_host: bool = False) -> dict[str, Any]:
+    """The reference runs one variant (its Model built on the host with ON_HOST)."""
+    with ev.spent("variants_reference"):  # where the variants' time goes (diagnostics)
+        reply = ref.request("variant", name=name, **({"on_host": True} if on_host else {}))
+    ev.reference_ok(ref, reply, f"running shape variant {name}")
+    return reply["variant"]
+
+
+def _on_candidate(ev: Evaluation, cand: Worker, plan: dict[str, Any], case: dict[str, Any]) -> dict[str, Any] | None:
+    """The candidate runs one variant, ModelNew built where the reference built Model."""
+    with ev.spent("variants_candidate"):  # its output into the buffer the reference lent, if it did
+        return cand.request("variant", name=plan["name"], constants=plan["constants"], seed=plan["seed"],
+                            handoff=case.get("handoff"), slots=case.get("slots"),
+                            on_device=bool(case.get("built_on_device")))
 
 
 def failed(ev: Evaluation, plan: dict[str, Any], how: str, kind: str, message: str,

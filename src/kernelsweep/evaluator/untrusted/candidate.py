@@ -170,12 +170,14 @@ def _variants_ahead(ctx: frame.WorkerContext, s: State) -> dict[str, tuple[dict[
     return built
 
 
-def _variant_on_host(ctx: frame.WorkerContext, s: State, name: str, constants: dict[str, int]) -> tuple[Any, Any]:
+def _variant_on_host(ctx: frame.WorkerContext, s: State, name: str, constants: dict[str, int],
+                     on: torch.device | None = None) -> tuple[Any, Any]:
     """A variant's reference module (for its get_inputs) and ModelNew built
-    from the variant's init inputs, on the host."""
+    from the variant's init inputs, on the host (or ON a device, as the
+    reference built its Model: reference._variant_in_hold)."""
     module = taskcode.load_module(ctx.config["reference"], f"kernelsweep_reference_inputs_{name}",
                                   register=False, constants=constants)
-    return module, _build_on_host(ctx, s, _variant_class(ctx, name, constants, s), f"{name}_init.pt")
+    return module, _build_on_host(ctx, s, _variant_class(ctx, name, constants, s), f"{name}_init.pt", on)
 
 
 def take_device(ctx: frame.WorkerContext) -> None:
@@ -217,17 +219,22 @@ def _built(ctx: frame.WorkerContext, s: State) -> tuple[Any, dict[str, list]]:
     return model, trees.weight_digests(model.state_dict())
 
 
-def _build_on_host(ctx: frame.WorkerContext, s: State, model_cls: Any, init_file: str) -> Any:
+def _build_on_host(ctx: frame.WorkerContext, s: State, model_cls: Any, init_file: str,
+                   on: torch.device | None = None) -> Any:
     """ModelNew from the reference's init inputs (a shared file), on the
     host, under the same seed as Model: KernelBench's convention. Nothing of
     the reference's is copied in afterwards, which would undo what ModelNew
     did to its weights at construction (a scale folded into them, a layout
     changed, tensors made in inference mode); a candidate that draws its
-    weights otherwise than Model does has other weights, and answers for them."""
+    weights otherwise than Model does has other weights, and answers for them.
+    ON: built with its tensors made on that device, where the reference built Model so."""
     init = trees.load(s.shared / init_file)
     check_call(model_cls, init, "ModelNew(...)")
     seeding.set_seed(ctx.config["init_seed"])
-    return model_cls(*init)
+    if on is None:
+        return model_cls(*init)
+    with on:
+        return model_cls(*init)
 
 
 def _to_device(s: State, model: Any) -> Any:
@@ -386,15 +393,24 @@ def _hand(lent: Any, saved: dict[str, Any], slots: list) -> dict[str, Any]:
 
 
 def variant(ctx: frame.WorkerContext, s: State, name: str, constants: dict[str, int],
-            seed: int, handoff: dict[str, Any] | None = None, slots: list | None = None) -> dict[str, Any]:
+            seed: int, handoff: dict[str, Any] | None = None, slots: list | None = None,
+            on_device: bool = False) -> dict[str, Any]:
     """One shape variant: the reference module executed with these size
     constants (for its get_inputs), ModelNew built from the variant's init
-    inputs, one call on the variant's seed, its output delivered as the
-    trials' are (_deliver: into the buffer the reference's worker lent for it,
-    handoff: {bytes}, at its slots, or to a file).
-    The task-shape model (the one timed) is kept as it was."""
+    inputs (ON_DEVICE: its tensors made on the device, as the reference made
+    Model's; where that fails, on the host, and `built_on_host` says why: the
+    parent then runs the variant again with both built on the host), one call
+    on the variant's seed, its output delivered as the trials' are (_deliver:
+    into the buffer the reference's worker lent for it, handoff: {bytes}, at
+    its slots, or to a file). The task-shape model (the one timed) is kept as it was."""
     constants_ahead, module, model = s.variants_ahead.pop(name, (None, None, None))
-    if constants_ahead != constants:  # not built ahead, or the reference narrowed it since
+    on_host = None
+    if constants_ahead != constants and on_device:
+        try:
+            module, model = _variant_on_host(ctx, s, name, constants, s.device)
+        except (Exception, MemoryError) as exc:  # noqa: BLE001 - built on the host instead, as the parent is told
+            on_host = f"{type(exc).__name__}: {str(exc)[:300]}"
+    if constants_ahead != constants and (not on_device or on_host):  # not built ahead, or narrowed since
         module, model = _variant_on_host(ctx, s, name, constants)
     model = _to_device(s, model)
     with torch.no_grad():
@@ -408,7 +424,8 @@ def variant(ctx: frame.WorkerContext, s: State, name: str, constants: dict[str, 
             lent.close()  # after a device synchronize: the copy into it is done
     del model, inputs, saved
     s.alive.pop()  # its output is gone with it
-    return dict(result, **({"handoff_refused": refused} if refused else {}))
+    return dict(result, **({"handoff_refused": refused} if refused else {}),
+                **({"built_on_host": on_host} if on_host else {}))
 
 
 def _variant_class(ctx: frame.WorkerContext, name: str, constants: dict[str, int], s: State) -> Any:

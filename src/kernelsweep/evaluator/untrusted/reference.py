@@ -226,21 +226,42 @@ def _fails(exc: BaseException) -> str:
     return f"the reference fails: {type(exc).__name__}: {str(exc)[:300]}"
 
 
-def _model_on_host(module: Any, init_seed: int, init_file: Path) -> torch.nn.Module:
-    """Model built on the host from its init inputs under the public init
-    seed, the inputs saved first to INIT_FILE: ModelNew is built from them."""
+def _model_on_host(module: Any, init_seed: int, init_file: Path, on: torch.device | None = None) -> torch.nn.Module:
+    """Model built on the host (or ON a device: its tensors made there) from
+    its init inputs under the public init seed, the inputs (made on the host)
+    saved first to INIT_FILE: ModelNew is built from them, the same way."""
     init = seeding.make_init_inputs(module, init_seed)
     trees.save(init, init_file)
     seeding.set_seed(init_seed)
-    return module.Model(*init)
+    if on is None:
+        return module.Model(*init)
+    with on:
+        return module.Model(*init)
 
 
-def _variant_on_host(cfg: dict[str, Any], name: str, constants: dict[str, int]) -> tuple[Any, torch.nn.Module]:
+def _variant_on_host(cfg: dict[str, Any], name: str, constants: dict[str, int],
+                     on: torch.device | None = None) -> tuple[Any, torch.nn.Module]:
     """A variant's module (the reference executed with these size constants)
     and its Model (_model_on_host; init inputs to `<name>_init.pt`)."""
     module = taskcode.load_module(cfg["reference"], f"kernelsweep_reference_{name}", register=True,
                                   constants=constants)
-    return module, _model_on_host(module, cfg["init_seed"], Path(cfg["shared_dir"]) / f"{name}_init.pt")
+    return module, _model_on_host(module, cfg["init_seed"], Path(cfg["shared_dir"]) / f"{name}_init.pt", on)
+
+
+def _variant_in_hold(s: State, name: str, constants: dict[str, int], on_host: bool) -> tuple[Any, Any, bool]:
+    """A variant not built ahead (its task's model too big to hold on the
+    host until then), built now: on a GPU with its tensors made on the device
+    (a big model's host initialisation and copy took 20-30 s of the hold;
+    its candidate is then built the same way, under the same seed), on the
+    host where that fails or ON_HOST asks. (module, Model, built on the device)."""
+    if s.device.type == "cuda" and not on_host:
+        try:
+            return (*_variant_on_host(s.config, name, constants, s.device), True)
+        except (Exception, MemoryError) as exc:  # noqa: BLE001 - its own failure shows again on the host
+            if _out_of_memory(exc):
+                raise
+            torch.cuda.empty_cache()
+    return (*_variant_on_host(s.config, name, constants), False)
 
 
 def setup(ctx: frame.WorkerContext, s: State) -> State:
@@ -508,7 +529,7 @@ def _handed(s: State, name: str, handed: Any) -> dict[str, Any]:
     return {"structure": handed["structure"], "leaves": leaves}
 
 
-def run_variant(s: State, variant: dict[str, Any]) -> dict[str, Any]:
+def run_variant(s: State, variant: dict[str, Any], on_host: bool = False) -> dict[str, Any]:
     """One shape variant on the reference: {name, file, seed, constants, ...} or
     {name, dropped: reason}. When the reference cannot run every size
     rescaled (a channel count no longer divisible by its groups, a width
@@ -517,11 +538,11 @@ def run_variant(s: State, variant: dict[str, Any]) -> dict[str, Any]:
     Out of memory because the candidate's process holds the device's memory
     is not a drop: {name, dropped, crowded_out: bytes held} (_crowded_out)."""
     constants, *narrower = _sizes_to_try(variant["constants"])
-    result = _try_variant(s, variant["name"], constants, variant["seed"])
+    result = _try_variant(s, variant["name"], constants, variant["seed"], on_host)
     if not result.get("dropped") or result.get("crowded_out"):
         return result
     if narrower:
-        again = _try_variant(s, variant["name"], narrower[0], variant["seed"])
+        again = _try_variant(s, variant["name"], narrower[0], variant["seed"], on_host)
         if again.get("crowded_out"):
             return again
         if not again.get("dropped"):
@@ -552,9 +573,10 @@ def _crowded_out(s: State, exc: BaseException) -> int | None:
     return others if others > max(2 * s.peak_reserved, CROWDING_MIN_BYTES) else None
 
 
-def _try_variant(s: State, name: str, constants: dict[str, int], seed: int) -> dict[str, Any]:
+def _try_variant(s: State, name: str, constants: dict[str, int], seed: int, on_host: bool) -> dict[str, Any]:
     cfg, task_bytes = s.config, s.input_bytes
     model = inputs = out = None
+    on_device = False
     if s.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(s.device)  # the variant's own peak, after its call (_lend_variant)
     try:
@@ -564,7 +586,7 @@ def _try_variant(s: State, name: str, constants: dict[str, int], seed: int) -> d
         elif _key(name, constants) in s.unbuilt:  # its Model failed to build ahead: it would again
             return {"name": name, "dropped": s.unbuilt[_key(name, constants)]}
         else:  # not built ahead
-            module, model = _variant_on_host(cfg, name, constants)
+            module, model, on_device = _variant_in_hold(s, name, constants, on_host)
         model = model.to(s.device)
         if s.precision != "fp32":
             model = model.to(seeding.DTYPES[s.precision])
@@ -591,7 +613,8 @@ def _try_variant(s: State, name: str, constants: dict[str, int], seed: int) -> d
             del twin
             _keep(s, name, structure, leaves)
             s.described[name] = devicehandoff.describe(leaves)
-        return {"name": name, "seed": seed, "constants": constants, "built_ahead": ahead, **signals}
+        return {"name": name, "seed": seed, "constants": constants, "built_ahead": ahead,
+                "built_on_device": on_device, **signals}
     except (Exception, MemoryError) as exc:  # noqa: BLE001 - the reference cannot run this shape
         dropped = {"name": name, "dropped": _fails(exc)}
         held = _crowded_out(s, exc)
@@ -620,12 +643,19 @@ def _variant_rounding(output: dict[str, Any], twin: torch.nn.Module, inputs: lis
         return {"rounding_off": f"{type(exc).__name__}: {str(exc)[:300]}"}
 
 
-def variant(ctx: frame.WorkerContext, s: State, name: str) -> dict[str, Any]:
+def variant(ctx: frame.WorkerContext, s: State, name: str, on_host: bool = False) -> dict[str, Any]:
     """One planned shape variant on the reference (run_variant), asked for only
     once the candidate is correct on the task's shape: a candidate failing
-    earlier costs no variant here."""
+    earlier costs no variant here. ON_HOST: asked again, its Model built on
+    the host, where ModelNew could not be built on the device (_variant_in_hold)."""
     plan = next(v for v in s.config.get("variants") or [] if v["name"] == name)
-    case = run_variant(s, plan)
+    if on_host and name in s.kept:  # its output of the first run, built on the device, is not the one to judge
+        kept = s.kept.pop(name)
+        if kept is None:
+            _discard(s, s.private / f"{name}.pt")
+        else:
+            s.kept_bytes -= trees.tree_nbytes(kept["leaves"])
+    case = run_variant(s, plan, on_host)
     return {"variant": case if case.get("dropped") else dict(case, **_lend_variant(s, name))}
 
 
