@@ -113,13 +113,15 @@ def test_category(cuda_builds, build_dir, tmp_path, reference, candidate, accept
 
 
 @pytest.mark.parametrize("candidate, rebuilt", [(CPU / "linear_relu_any_size.py", False),
-                                                (CUDA / "linear_host_only_init.py", True)])
+                                                (CUDA / "linear_host_only_init.py", True),
+                                                (CUDA / "linear_device_draw_init.py", True)])
 def test_a_big_models_variants_are_built_on_the_device_in_the_hold(build_dir, tmp_path, candidate, rebuilt):
     """A task whose model is too big to build its variants ahead on the host
     (over 1 GiB): both workers build them in the hold with their tensors made
     on the device, under one seed. A ModelNew that cannot be built so (a host
-    tensor added to its weights) is built on the host, with the reference's
-    Model again, and judged as before."""
+    tensor added to its weights), or is wrong built so (a draw of its own on
+    the device first), is built on the host, with the reference's Model
+    again, and judged as KernelBench builds it."""
     from kernelsweep.evaluator import evaluate
 
     r = evaluate(REFERENCES / "linear_big.py", candidate, device="cuda", trials=3, timing_trials=10,

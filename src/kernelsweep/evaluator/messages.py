@@ -126,7 +126,7 @@ CANDIDATE_REPLIES: dict[str, Shape | OneOf] = {
     "setup": Shape(optional=_BUILDS),
     "construct": Shape(optional=_BUILDS),
     "trials": Shape({"trials": list_of(shaped(Shape({"name": STR, **_SIGNALS})))}, _BUILDS),
-    "variant": Shape(_SIGNALS, {"built_on_host": STR, **_BUILDS}),
+    "variant": OneOf((Shape(_SIGNALS, _BUILDS), Shape({"built_on_host": STR}, _BUILDS))),
     "clock": Shape(optional=_BUILDS),
     "warmup": Shape(optional=_BUILDS),
     "block": Shape({"ms": list_of(NUMBER), "plain": ANY}, _BUILDS),

@@ -31,7 +31,7 @@ def check(ev: Evaluation, ref: Worker, cand: Worker) -> dict[str, Any] | None:
     started = time.monotonic()
     try:
         for name, plan in planned.items():
-            case, plan, reply = _run(ev, ref, cand, name, plan)
+            case, plan, reply, cmp = _run(ev, ref, cand, name, plan)
             if case.get("crowded_out"):  # not dropped: the candidate's memory kept the reference out
                 return failed(
                     ev, plan, "out_of_memory", "VariantCrowdedOut",
@@ -43,10 +43,9 @@ def check(ev: Evaluation, ref: Worker, cand: Worker) -> dict[str, Any] | None:
                 continue
             if not reply or reply.get("status") != "ok":
                 return ev.candidate_stopped(cand, reply, variant=plan)
-            evidence.note_trial_signals(ev, reply, case)
-            allowances = settings.rounding_allowances(case.get("rounding"))
-            delivered = {way: reply[way] for way in ("handed", "described") if reply.get(way) is not None}
-            cmp = correctness.compared(ev, ref, [{"name": name, "file": f"{name}.pt", **delivered}], allowances)[0]
+            if cmp is None:  # said it could not be built on the device, where it was not asked to be
+                return failed(ev, plan, "runtime_error", "ProtocolViolation",
+                              f"the candidate's worker made no call: {str(reply.get('built_on_host'))[:300]}")
             if "unreadable" in cmp:
                 return failed(ev, plan, "runtime_error", "UnreadableOutput",
                               f"its output cannot be read: {cmp['unreadable']}")
@@ -57,8 +56,9 @@ def check(ev: Evaluation, ref: Worker, cand: Worker) -> dict[str, Any] | None:
                                        "built_on_device": bool(case.get("built_on_device")),
                                        **({"rebuilt_on_host": case["rebuilt_on_host"]}
                                           if case.get("rebuilt_on_host") else {}),
-                                       "output_handoff": "device" if "handed" in delivered else
-                                                         "described" if "described" in delivered else "file",
+                                       "output_handoff": "device" if reply.get("handed") is not None else
+                                                         "described" if reply.get("described") is not None
+                                                         else "file",
                                        **({"handoff_refused": str(reply["handoff_refused"])[:200]}
                                           if reply.get("handoff_refused") else {}),
                                        **({"narrowed": case["narrowed"]} if case.get("narrowed") else {}),
@@ -72,23 +72,45 @@ def check(ev: Evaluation, ref: Worker, cand: Worker) -> dict[str, Any] | None:
     return ev.finish(*found) if found else None
 
 
-def _run(ev: Evaluation, ref: Worker, cand: Worker, name: str, plan: dict[str, Any],
-         on_host: bool = False) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
-    """The reference, then the candidate, on one variant: (the reference's
-    case, the plan at the sizes it ran, the candidate's reply; None where the
-    reference dropped it). Where the reference built Model on the device and
-    ModelNew could not be built there, both run it again built on the host
-    (the same seed draws other weights on the host): `rebuilt_on_host` says why."""
+def _run(ev: Evaluation, ref: Worker, cand: Worker, name: str,
+         plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]:
+    """One variant judged (_judged). Where the reference built Model on the
+    device (its task's model too big to build ahead) and ModelNew could not be
+    built there, or was wrong built there, both are built again on the host
+    and judged so: a ModelNew that draws its weights otherwise on the device
+    (a tensor of its own made there first) is judged under KernelBench's
+    convention, and `rebuilt_on_host` says why."""
+    case, ran, reply, cmp = _judged(ev, ref, cand, name, plan)
+    if not case.get("built_on_device") or not reply or reply.get("status") != "ok":
+        return case, ran, reply, cmp
+    why = reply.get("built_on_host") or (
+        f"{cmp.get('kind') or 'wrong'} when built on the device" if cmp and not cmp["ok"] and "unreadable" not in cmp
+        else None)
+    if not why:
+        return case, ran, reply, cmp
+    case, ran, reply, cmp = _judged(ev, ref, cand, name, plan, on_host=True)
+    return dict(case, rebuilt_on_host=str(why)[:300]), ran, reply, cmp
+
+
+def _judged(ev: Evaluation, ref: Worker, cand: Worker, name: str, plan: dict[str, Any],
+            on_host: bool = False) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]:
+    """The reference, then the candidate, on one variant, and the candidate's
+    output compared: (the reference's case, the plan at the sizes it ran, the
+    candidate's reply, the comparison). The comparison is None where the
+    reference dropped it, the candidate stopped, or ModelNew could not be
+    built on the device (`built_on_host`: no call made)."""
     case = _on_reference(ev, ref, name, on_host)
     if case.get("dropped"):
-        return case, plan, None
+        return case, plan, None, None
     ran = dict(plan, constants=case["constants"]) if case.get("narrowed") else plan  # its batch alone rescaled
     reply = _on_candidate(ev, cand, ran, case)
-    why = reply.get("built_on_host") if reply and reply.get("status") == "ok" and case.get("built_on_device") else None
-    if why and not on_host:
-        case, ran, reply = _run(ev, ref, cand, name, plan, on_host=True)
-        return dict(case, rebuilt_on_host=str(why)[:300]), ran, reply
-    return case, ran, reply
+    if not reply or reply.get("status") != "ok" or reply.get("built_on_host"):
+        return case, ran, reply, None
+    evidence.note_trial_signals(ev, reply, case)  # every call's, also one judged again on the host
+    allowances = settings.rounding_allowances(case.get("rounding"))
+    delivered = {way: reply[way] for way in ("handed", "described") if reply.get(way) is not None}
+    return case, ran, reply, correctness.compared(ev, ref, [{"name": name, "file": f"{name}.pt", **delivered}],
+                                                  allowances)[0]
 
 
 def _on_reference(ev: Evaluation, ref: Worker, name: str, on_host: bool = False) -> dict[str, Any]:

@@ -398,20 +398,24 @@ def variant(ctx: frame.WorkerContext, s: State, name: str, constants: dict[str, 
     """One shape variant: the reference module executed with these size
     constants (for its get_inputs), ModelNew built from the variant's init
     inputs (ON_DEVICE: its tensors made on the device, as the reference made
-    Model's; where that fails, on the host, and `built_on_host` says why: the
+    Model's; where that fails, no call, and `built_on_host` says why: the
     parent then runs the variant again with both built on the host), one call
     on the variant's seed, its output delivered as the trials' are (_deliver:
     into the buffer the reference's worker lent for it, handoff: {bytes}, at
     its slots, or to a file). The task-shape model (the one timed) is kept as it was."""
     constants_ahead, module, model = s.variants_ahead.pop(name, (None, None, None))
-    on_host = None
-    if constants_ahead != constants and on_device:
+    if constants_ahead != constants:  # not built ahead, or the reference narrowed it since
         try:
-            module, model = _variant_on_host(ctx, s, name, constants, s.device)
-        except (Exception, MemoryError) as exc:  # noqa: BLE001 - built on the host instead, as the parent is told
-            on_host = f"{type(exc).__name__}: {str(exc)[:300]}"
-    if constants_ahead != constants and (not on_device or on_host):  # not built ahead, or narrowed since
-        module, model = _variant_on_host(ctx, s, name, constants)
+            module, model = _variant_on_host(ctx, s, name, constants, s.device if on_device else None)
+        except (Exception, MemoryError) as exc:
+            if not on_device:
+                raise
+            # Not built as the reference built Model: no call; its buffer taken and given back
+            # (the pair's socket carries one descriptor per lent buffer), both built again on the host.
+            lent, _ = _borrow(s, handoff)
+            if lent is not None:
+                lent.close()
+            return {"built_on_host": f"{type(exc).__name__}: {str(exc)[:300]}"}
     model = _to_device(s, model)
     with torch.no_grad():
         inputs = seeding.make_inputs(module, seed, s.precision, s.device)
@@ -424,8 +428,7 @@ def variant(ctx: frame.WorkerContext, s: State, name: str, constants: dict[str, 
             lent.close()  # after a device synchronize: the copy into it is done
     del model, inputs, saved
     s.alive.pop()  # its output is gone with it
-    return dict(result, **({"handoff_refused": refused} if refused else {}),
-                **({"built_on_host": on_host} if on_host else {}))
+    return dict(result, **({"handoff_refused": refused} if refused else {}))
 
 
 def _variant_class(ctx: frame.WorkerContext, name: str, constants: dict[str, int], s: State) -> Any:

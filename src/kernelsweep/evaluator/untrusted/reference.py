@@ -456,7 +456,7 @@ def _lend(s: State, sock_fd: int | None) -> dict[str, Any]:
         _lend_buffer(s, sock_fd, lent)
     except (devicehandoff.Unavailable, OSError) as exc:
         return dict(shown, handoff_off=str(exc)[:300])
-    partial = {"handoff_partial": f"{count} of {len(s.layout)} outputs: {short}"} if lent < nbytes else {}
+    partial = {"handoff_partial": f"{count} of {len(s.layout)} outputs: {short}"} if count < len(s.layout) else {}
     return dict(shown, handoff={"bytes": s.lent.nbytes}, **partial)
 
 
@@ -649,14 +649,29 @@ def variant(ctx: frame.WorkerContext, s: State, name: str, on_host: bool = False
     earlier costs no variant here. ON_HOST: asked again, its Model built on
     the host, where ModelNew could not be built on the device (_variant_in_hold)."""
     plan = next(v for v in s.config.get("variants") or [] if v["name"] == name)
-    if on_host and name in s.kept:  # its output of the first run, built on the device, is not the one to judge
+    if on_host:
+        _forget_variant(s, name)
+    case = run_variant(s, plan, on_host)
+    return {"variant": case if case.get("dropped") else dict(case, **_lend_variant(s, name))}
+
+
+def _forget_variant(s: State, name: str) -> None:
+    """A variant's first run, built on the device, before it runs again on
+    the host: its kept output (if the candidate's was never compared with it),
+    the buffer lent for it and its slots, all given back."""
+    if name in s.kept:
         kept = s.kept.pop(name)
         if kept is None:
             _discard(s, s.private / f"{name}.pt")
         else:
             s.kept_bytes -= trees.tree_nbytes(kept["leaves"])
-    case = run_variant(s, plan, on_host)
-    return {"variant": case if case.get("dropped") else dict(case, **_lend_variant(s, name))}
+    if s.lent_variant == name:
+        _return_buffer(s)
+        s.lent_variant = None
+    s.layout.pop(name, None)
+    s.described.pop(name, None)
+    if s.device.type == "cuda":
+        torch.cuda.empty_cache()
 
 
 def _lend_variant(s: State, name: str) -> dict[str, Any]:
