@@ -157,12 +157,25 @@ def test_a_numba_kernel_is_a_custom_kernel_by_its_work(build_dir, tmp_path):
     pytest.importorskip("numba.cuda")
     from kernelsweep.evaluator import evaluate
 
+    broken = _numba_fails_to_compile()
     r = evaluate(REFERENCES / "vector_add.py", CUDA / "numba_add.py", device="cuda", trials=3, timing_trials=30,
                  warmup=5, build_dir=build_dir, log_dir=tmp_path / "logs")
     print(_brief(r), r["kernel_evidence"])
+    if broken:  # an image whose numba and NumPy do not go together: the environment, not a made-up API
+        assert r["category"] == "runtime_error", _brief(r)
+        pytest.skip(f"numba compiles no kernel on this machine ({broken}); the candidate judged runtime_error")
     assert r["category"] in SUCCESS and r["custom_kernel"], _brief(r)
     assert r["kernel_evidence"]["launched"]["kernels"], r["kernel_evidence"]
     assert r["kernel_evidence"]["share"] >= 0.5, r["kernel_evidence"]
+
+
+def _numba_fails_to_compile() -> str | None:
+    """Why numba cannot compile and launch a kernel here (in a fresh
+    process), or None: numba 0.68 with NumPy 2.5 fails at its first compile."""
+    probe = ("import numpy as np\nfrom numba import cuda\n@cuda.jit\ndef k(a):\n    a[0] = 1\n"
+             "a = cuda.to_device(np.zeros(1, dtype=np.float32))\nk[1, 1](a)\ncuda.synchronize()\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    return None if done.returncode == 0 else (done.stderr.strip().splitlines() or ["failed"])[-1][:200]
 
 
 def test_tf32_is_flagged_and_judged_at_its_accuracy(build_dir, tmp_path):

@@ -302,6 +302,37 @@ def test_real_exceptions_map_to_categories():
         assert classify.classify_exception(info).category == expected, info["message"]
 
 
+def test_a_name_a_library_reaches_for_is_not_the_candidates_hallucination(tmp_path, monkeypatch):
+    """An attribute or module missing where a library's own line reaches for it
+    (numba 0.68 asking NumPy 2.5 for `row_stack`, seen on a GPU machine's
+    image) is that environment failing, a runtime_error; the candidate's own
+    line naming what does not exist, even through a module's __getattr__
+    (torch's), stays hallucinated_api."""
+    import importlib.util
+
+    (tmp_path / "vendored_lib.py").write_text(
+        "import math\n\ndef compile_kernel():\n    return math.row_stack\n\n"
+        "def load_backend():\n    import backend_bindings_that_are_not_installed\n")
+    candidate = tmp_path / "candidate.py"
+    candidate.write_text(
+        "import math\nimport torch\nimport vendored_lib\n\n"
+        "def through_library():\n    return vendored_lib.compile_kernel()\n\n"
+        "def library_import():\n    return vendored_lib.load_backend()\n\n"
+        "def own_attribute():\n    return math.fused_sqrt\n\n"
+        "def own_torch_attribute():\n    return torch.fused_add_fast\n\n"
+        "def own_import():\n    import flash_elementwise_kernels\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = importlib.util.spec_from_file_location("kernelsweep_candidate_probe", candidate)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    expected = {"through_library": "runtime_error", "library_import": "runtime_error",
+                "own_attribute": "hallucinated_api", "own_torch_attribute": "hallucinated_api",
+                "own_import": "hallucinated_api"}
+    for name, category in expected.items():
+        info = _described(getattr(module, name), candidate_file=str(candidate))
+        assert classify.classify_exception(info).category == category, (name, info.get("raised_in_library"))
+
+
 def test_unexpected_keyword_on_own_function_is_not_a_hallucination():
     def own(a):
         return a

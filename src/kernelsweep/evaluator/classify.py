@@ -75,12 +75,15 @@ def classify_exception(info: dict[str, Any]) -> Failure:
     mro = {m.rsplit(".", 1)[-1] for m in info.get("mro", [])}
     if short in SYNTAX_ERRORS or mro & SYNTAX_ERRORS:
         found.append(("syntax_error", "generated or imported code does not parse"))
-    if info.get("missing_module"):
+    library = info.get("raised_in_library")  # not a name the candidate made up: a library failing here
+    if library:
+        found.append(("runtime_error", f"raised inside {library}, code the candidate calls"))
+    elif info.get("missing_module"):
         found.append(("hallucinated_api", f"no module named {info['missing_module']!r}"))
     elif short == "ImportError" and info.get("import_name"):
         found.append(("hallucinated_api", f"a name imported from {info['import_name']!r} does not exist"))
     owner = info.get("owner")
-    if short == "AttributeError" and owner and not owner.get("candidate_owned"):
+    if short == "AttributeError" and owner and not owner.get("candidate_owned") and not library:
         root = (owner.get("name") if owner["kind"] == "module" else owner.get("module") or "").split(".")[0]
         if owner["kind"] == "module" or root in LIBRARY_ROOTS:
             found.append(("hallucinated_api", f"{owner.get('name')} has no attribute {info.get('attribute')!r}"))

@@ -98,6 +98,13 @@ def describe_exception(exc: BaseException, phase: str, *, candidate_file: str | 
     if frames:
         info["last_frame"] = {"file": frames[-1].filename, "line": frames[-1].lineno, "name": frames[-1].name}
         info["raised_in_candidate"] = bool(candidate_file) and frames[-1].filename == candidate_file
+        # Who made the failing access or import: the last frame, or the one that called a
+        # module's __getattr__ (torch's, numpy's raise there). A library's own line below the
+        # candidate's (numba reaching for a NumPy name this NumPy dropped) is the environment's.
+        accessor = frames[-2] if frames[-1].name == "__getattr__" and len(frames) > 1 else frames[-1]
+        if candidate_file and accessor.filename != candidate_file \
+                and any(f.filename == candidate_file for f in frames):
+            info["raised_in_library"] = accessor.filename
     # The build failure that caused this, if any (a candidate may wrap it).
     seen, chain = set(), exc
     while chain is not None and id(chain) not in seen:
