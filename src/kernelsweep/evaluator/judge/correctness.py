@@ -65,9 +65,7 @@ def check(ev: Evaluation, work: Path, ref: Worker, cand: Worker,
              for i, t in enumerate(manifest["trials"])]
     cases += [{"name": p["name"], "seed": p["seed"], "inputs": p["inputs"]} for p in manifest["probes"]]
     handoff = manifest.get("handoff")
-    ev.output_handoff = (f"device and files ({manifest['handoff_partial']})" if manifest.get("handoff_partial")
-                         else "device") if handoff else f"files ({manifest['handoff_off']})" \
-        if manifest.get("handoff_off") else "files"
+    ev.output_handoff = _handoff_way(manifest)
     for case in cases:
         case["slots"] = (manifest.get("output_slots") or {}).get(case["name"])
     step = cand.request("trials", cases=cases, handoff={"bytes": handoff["bytes"]} if handoff else None)
@@ -81,6 +79,16 @@ def check(ev: Evaluation, work: Path, ref: Worker, cand: Worker,
     if early and early.get("status") == "ok":
         evidence.note_patches(ev, early)
     return _judge(ev, ref, manifest, step["trials"], armed), manifest
+
+
+def _handoff_way(manifest: dict[str, Any]) -> str:
+    """How the trials' outputs cross (provenance.output_handoff): `device`,
+    `device and files (why)` where the lent buffer holds only the first ones,
+    `files (why)` or `files`."""
+    if manifest.get("handoff"):
+        partial = manifest.get("handoff_partial")
+        return f"device and files ({partial})" if partial else "device"
+    return f"files ({manifest['handoff_off']})" if manifest.get("handoff_off") else "files"
 
 
 def compared(ev: Evaluation, ref: Worker, cases: list[dict[str, Any]],

@@ -83,9 +83,9 @@ def _run(ev: Evaluation, ref: Worker, cand: Worker, name: str,
     case, ran, reply, cmp = _judged(ev, ref, cand, name, plan)
     if not case.get("built_on_device") or not reply or reply.get("status") != "ok":
         return case, ran, reply, cmp
-    why = reply.get("built_on_host") or (
-        f"{cmp.get('kind') or 'wrong'} when built on the device" if cmp and not cmp["ok"] and "unreadable" not in cmp
-        else None)
+    why = reply.get("built_on_host")
+    if not why and cmp is not None and not cmp["ok"] and "unreadable" not in cmp:
+        why = f"{cmp.get('kind') or 'wrong'} when built on the device"
     if not why:
         return case, ran, reply, cmp
     case, ran, reply, cmp = _judged(ev, ref, cand, name, plan, on_host=True)

@@ -38,8 +38,7 @@ def prepare(ctx: frame.WorkerContext) -> Any:
     ctx.phase("load")
     ref = taskcode.load_module(cfg["reference"], "kernelsweep_reference", register=True)
     init = seeding.make_init_inputs(ref, cfg["seeds"]["init"])
-    seeding.set_seed(cfg["seeds"]["init"])
-    model = ref.Model(*init)
+    model = seeding.construct(ref.Model, init, cfg["seeds"]["init"])
     if cfg["mode"] in COMPILE_MODES:
         ctx.phase("import compiler")  # a second or two of imports, not on the held device
         import torch._dynamo  # noqa: F401

@@ -230,11 +230,7 @@ def _build_on_host(ctx: frame.WorkerContext, s: State, model_cls: Any, init_file
     ON: built with its tensors made on that device, where the reference built Model so."""
     init = trees.load(s.shared / init_file)
     check_call(model_cls, init, "ModelNew(...)")
-    seeding.set_seed(ctx.config["init_seed"])
-    if on is None:
-        return model_cls(*init)
-    with on:
-        return model_cls(*init)
+    return seeding.construct(model_cls, init, ctx.config["init_seed"], on)
 
 
 def _to_device(s: State, model: Any) -> Any:

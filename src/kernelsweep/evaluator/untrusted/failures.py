@@ -37,6 +37,18 @@ _UNEXPECTED_KW = re.compile(r"^(?P<callee>[\w.<>]+)\(\) got an unexpected keywor
 _CPU_ALLOC = re.compile(r"DefaultCPUAllocator: (can't allocate memory|not enough memory)")
 
 
+def out_of_memory(exc: BaseException) -> str | None:
+    """Which memory ran out, or None: Python's MemoryError, torch's device
+    OutOfMemoryError, or the RuntimeError torch's host allocator raises."""
+    if isinstance(exc, MemoryError):
+        return "python"
+    if isinstance(exc, torch.OutOfMemoryError):
+        return "torch"
+    if isinstance(exc, RuntimeError) and _CPU_ALLOC.search(str(exc)):
+        return "cpu_allocator"
+    return None
+
+
 def qualified_name(cls: type) -> str:
     module = getattr(cls, "__module__", "")
     return cls.__qualname__ if module in ("builtins", "", None) else f"{module}.{cls.__qualname__}"
@@ -135,10 +147,9 @@ def describe_exception(exc: BaseException, phase: str, *, candidate_file: str | 
             callee = m.group("callee").rsplit(".", 1)[-1]
             info["unexpected_keyword"] = {"callee": callee, "keyword": m.group("kw"),
                                           "callee_is_candidates": callee in candidate_names}
-    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
-        info["oom"] = "python" if isinstance(exc, MemoryError) else "torch"
-    elif isinstance(exc, RuntimeError) and _CPU_ALLOC.search(message):
-        info["oom"] = "cpu_allocator"
+    oom = out_of_memory(exc)
+    if oom:
+        info["oom"] = oom
     cuda = cuda_error_name(exc)
     if cuda:
         info["cuda_error"] = cuda

@@ -47,7 +47,8 @@ import torch
 from kernelsweep.core import shapes
 from kernelsweep.runtime import taskcode
 from kernelsweep.evaluator import compare, settings
-from kernelsweep.evaluator.untrusted import devicehandoff, frame, machine, mathmodes, outputfiles, seeding, trees
+from kernelsweep.evaluator.untrusted import (devicehandoff, failures, frame, machine, mathmodes, outputfiles,
+                                             seeding, trees)
 from kernelsweep.evaluator.untrusted.clock import Clock
 
 # Rescaled probe: far from the trial inputs' scale, same positions.
@@ -103,11 +104,19 @@ def kept_budget_bytes(total: int, peak: int) -> int:
     return int(min(total * KEPT_MAX_SHARE, max(total * KEPT_SHARE, total - CANDIDATE_ROOM * peak)))
 
 
-def _kept(s: State, name: str) -> dict[str, Any]:
-    """The output kept under NAME, taken out of the store (judged once)."""
+def _unkeep(s: State, name: str) -> dict[str, Any] | None:
+    """The output kept under NAME out of the store: as kept on the device, or
+    None where it lies in a private file."""
     kept = s.kept.pop(name)
     if kept is not None:
         s.kept_bytes -= trees.tree_nbytes(kept["leaves"])
+    return kept
+
+
+def _kept(s: State, name: str) -> dict[str, Any]:
+    """The output kept under NAME, taken out of the store (judged once)."""
+    kept = _unkeep(s, name)
+    if kept is not None:
         return kept
     path = s.private / f"{name}.pt"
     saved = _load_near(path, s.device)
@@ -211,11 +220,8 @@ def _variants_ahead(s: State, cfg: dict[str, Any]) -> dict[str, tuple[dict[str, 
 
 
 def _out_of_memory(exc: BaseException) -> bool:
-    """Memory, not the module: Python's MemoryError, torch's device one, or the
-    RuntimeError torch's host allocator raises ("DefaultCPUAllocator: can't
-    allocate memory")."""
-    return isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or (
-        isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc))
+    """Memory, not the module (failures.out_of_memory)."""
+    return failures.out_of_memory(exc) is not None
 
 
 def _key(name: str, constants: dict[str, int]) -> str:
@@ -232,11 +238,7 @@ def _model_on_host(module: Any, init_seed: int, init_file: Path, on: torch.devic
     saved first to INIT_FILE: ModelNew is built from them, the same way."""
     init = seeding.make_init_inputs(module, init_seed)
     trees.save(init, init_file)
-    seeding.set_seed(init_seed)
-    if on is None:
-        return module.Model(*init)
-    with on:
-        return module.Model(*init)
+    return seeding.construct(module.Model, init, init_seed, on)
 
 
 def _variant_on_host(cfg: dict[str, Any], name: str, constants: dict[str, int],
@@ -477,6 +479,7 @@ def _return_buffer(s: State) -> None:
     if s.lent is not None:
         s.lent.close()
         s.lent = None
+    s.lent_variant = None  # the buffer, if a variant's (_lend_variant), is gone with it
 
 
 def _described(s: State, name: str, described: Any) -> dict[str, Any]:
@@ -659,15 +662,10 @@ def _forget_variant(s: State, name: str) -> None:
     """A variant's first run, built on the device, before it runs again on
     the host: its kept output (if the candidate's was never compared with it),
     the buffer lent for it and its slots, all given back."""
-    if name in s.kept:
-        kept = s.kept.pop(name)
-        if kept is None:
-            _discard(s, s.private / f"{name}.pt")
-        else:
-            s.kept_bytes -= trees.tree_nbytes(kept["leaves"])
+    if name in s.kept and _unkeep(s, name) is None:
+        _discard(s, s.private / f"{name}.pt")
     if s.lent_variant == name:
         _return_buffer(s)
-        s.lent_variant = None
     s.layout.pop(name, None)
     s.described.pop(name, None)
     if s.device.type == "cuda":
@@ -780,7 +778,6 @@ def judge(ctx: frame.WorkerContext, s: State, cases: list[dict[str, Any]], atol:
         s.released = True
     elif s.device.type == "cuda" and s.lent_variant in {case["name"] for case in cases}:
         _return_buffer(s)  # a shape variant's (_lend_variant), judged
-        s.lent_variant = None
     return {"results": results, "seconds": seconds}
 
 

@@ -4,6 +4,7 @@ in every worker on the same device (docs/taxonomy.md, "How inputs are made")."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import types
 from typing import Any
@@ -38,6 +39,14 @@ def _fresh_cuda_generators() -> None:
         return
     for index, generator in enumerate(torch.cuda.default_generators):
         generator.graphsafe_set_state(torch.Generator(device=f"cuda:{index}").graphsafe_get_state())
+
+
+def construct(cls: Any, init: list, seed: int, on: torch.device | None = None) -> Any:
+    """CLS(*INIT) under SEED (Model and ModelNew alike, so both draw the same
+    weights), its tensors made ON that device where one is given."""
+    set_seed(seed)
+    with contextlib.nullcontext() if on is None else on:
+        return cls(*init)
 
 
 def cast_precision(obj: Any, precision: str) -> Any:
