@@ -169,11 +169,12 @@ def test_family4_reference_cannot_be_slowed(run_eval, name):
     process of its own, so it is unaffected: the candidate is judged on its
     own honest PyTorch work, no_custom_kernel at a speedup of at most 2x, and
     reference_slowed is not raised (patched_torch, informational, where the
-    candidate replaced torch functions in its own process)."""
+    candidate replaced torch functions or gave a torch operator a kernel of
+    its own in its own process)."""
     r = _adv(run_eval, "add", name, timing_trials=20)
     assert r["category"] == "no_custom_kernel" and r["speedup"] is not None and r["speedup"] <= 2.0, _why(r)
     assert "reference_slowed" not in r["flags"], _why(r)
-    assert ("patched_torch" in r["flags"]) == (name == "slow_patch_torch"), _why(r)
+    assert ("patched_torch" in r["flags"]) == (name != "slow_forward_hook"), _why(r)
     _never_forged(r)
 
 
@@ -529,16 +530,56 @@ def _texts_under(folder: Path) -> str:
 # ------------------------------------------------- the judge's own reads ---
 @pytest.mark.parametrize("kind", ["fifo", "link"])
 def test_output_file_swapped_for_something_that_blocks_is_a_cheat(run_eval, tmp_path, kind):
-    """Issue 34: every output file the harness wrote in the candidate's folder
-    is swapped, as it appears, for a named pipe (a reader blocks until a
-    writer comes) or a link to /dev/zero (endless). The judge opens without
-    following links and without blocking, and reads regular files only: a
-    verdict of the candidate, at once, never a harness error or a wait."""
+    """Issue 34: a named pipe (a reader blocks until a writer comes) or a link
+    to /dev/zero (endless) put at every name the harness is likely to write,
+    and each new output file swapped for one by a thread as it appears. The
+    harness writes each file anew (what stood at its name removed, no link
+    followed); the judge opens without following links and without blocking,
+    and reads regular files only. So: a verdict at once, never a harness error
+    or a wait; where the thread won the race to a file, judged a cheat, else
+    the honest sum it computed."""
     started = time.monotonic()
     r = run_eval("add", _from_template("swap_output_file", tmp_path, KIND=kind), timeout_s=60.0)
-    assert r["category"] == "cheat" and "output_file_tampered" in r["flags"], _why(r)
     assert time.monotonic() - started < 50, "the judge waited for the swapped file"
+    assert (r["category"] == "cheat" and "output_file_tampered" in r["flags"]) or r["correct"], _why(r)
     _never_forged(r)
+
+
+def test_the_judge_reads_only_regular_files_without_waiting(tmp_path):
+    """The judge's side of the same attack, on its own: a pipe with no writer
+    and a link to /dev/zero are refused at once; a file longer than an output
+    can be is refused before it is read."""
+    from kernelsweep.evaluator.untrusted import outputfiles
+
+    os.mkfifo(tmp_path / "fifo.pt")
+    os.symlink("/dev/zero", tmp_path / "link.pt")
+    (tmp_path / "big.pt").write_bytes(b"x" * 4096)
+    for name in ("fifo.pt", "link.pt"):
+        started = time.monotonic()
+        with pytest.raises(outputfiles.NotAnOutputFile):
+            outputfiles.open_regular(tmp_path / name, 1 << 20)
+        assert time.monotonic() - started < 1
+    with pytest.raises(ValueError, match="more than"):
+        outputfiles.open_regular(tmp_path / "big.pt", 1024)
+
+
+def test_the_harness_writes_past_what_stands_at_an_outputs_name(tmp_path):
+    """What a candidate put at an output's name beforehand (a pipe, whose
+    writer would block; a link, to write through) is replaced by a regular file."""
+    import torch
+
+    from kernelsweep.evaluator.untrusted import outputfiles
+
+    os.mkfifo(tmp_path / "a.pt")
+    target = tmp_path / "elsewhere"
+    target.write_bytes(b"")
+    os.symlink(target, tmp_path / "b.pt")
+    out = {"structure": "t", "leaves": [torch.arange(4.0)]}
+    for name in ("a.pt", "b.pt"):
+        outputfiles.save_output(out, tmp_path / name)
+        assert (tmp_path / name).is_file() and not (tmp_path / name).is_symlink()
+        assert torch.equal(outputfiles.load_output(tmp_path / name)["leaves"][0], torch.arange(4.0))
+    assert target.read_bytes() == b""
 
 
 def test_work_deferred_into_a_replaced_copy_never_runs(run_eval):
@@ -575,6 +616,46 @@ def test_time_moved_into_a_finalizer_is_charged(run_eval):
     assert r["faster"] is False and r["timing_verdict"] == "slower", _why(r)
 
 
+def test_a_forged_count_of_the_kernels_time_is_a_cheat(run_eval, tmp_path):
+    """Issue 34: the identity extension, and the harness's own count of the
+    time inside extension calls raised by a second on each call, found through
+    the proxy's closure. More time inside the calls than in the call that
+    holds them is a number the candidate wrote: report_tampered."""
+    r = run_eval("vector_add", _from_template("kernel_in_name_only", tmp_path, USE="forged"), timing_trials=20)
+    assert r["category"] == "cheat" and "report_tampered" in r["flags"], (_why(r), r["kernel_evidence"])
+    _never_forged(r)
+
+
+def test_work_deferred_into_the_dispatcher_is_a_cheat(run_eval):
+    """Issue 34: the candidate's own CPU kernel for aten::clone, through which
+    the harness's copies of a timed output go: the copy saved for a check
+    computes the sum, outside every timed span (believed 4.5x with a C++
+    kernel so). The guard compares the dispatcher's tables of the operators
+    the harness uses at every save: candidate code inside the harness."""
+    r = _adv(run_eval, "slow_add", "defer_into_dispatcher", timing_trials=40)
+    assert r["category"] == "cheat" and {"interpreter_hooks", "patched_harness"} & set(r["flags"]), _why(r)
+    _never_forged(r)
+
+
+def test_the_clock_slowed_from_inside_is_a_cheat(run_eval):
+    """Issue 34: the timing clock's timer, rebound in the harness's module to
+    one running at a tenth of real speed (the Clock instance held it once, out
+    of the guard's sight). Every binding of the harness's loaded modules is in
+    the guard's snapshot: patched_harness."""
+    r = _adv(run_eval, "add", "forge_clock", timing_trials=20)
+    assert r["category"] == "cheat" and "patched_harness" in r["flags"], _why(r)
+    _never_forged(r)
+
+
+def test_work_deferred_into_an_audit_hook_is_a_cheat(run_eval):
+    """Issue 34: an audit hook (which cannot be listed or removed once added)
+    that fills the harness's kept copies when it opens a file to save them.
+    The worker refuses every audit hook added after its own, and says so."""
+    r = _adv(run_eval, "slow_add", "defer_into_audit_hook", timing_trials=40)
+    assert r["category"] == "cheat" and "interpreter_hooks" in r["flags"], _why(r)
+    _never_forged(r)
+
+
 def test_an_honest_candidate_has_no_hidden_time(run_eval):
     """The look-alike: the same row-by-row sum computed inside forward."""
     r = _adv(run_eval, "slow_add", "honest_slow_add", timing_trials=40)
@@ -584,12 +665,14 @@ def test_an_honest_candidate_has_no_hidden_time(run_eval):
 
 
 # ------------------------------------------- a custom kernel does the work ---
-@pytest.mark.parametrize("use", ["identity", "sliver"])
+@pytest.mark.parametrize("use", ["identity", "sliver", "aten", "callback"])
 def test_a_kernel_in_name_only_is_not_a_custom_kernel(run_eval, tmp_path, use):
     """Issue 34: an extension whose only called function returns its argument,
-    and one that computes 64 of 4,194,304 elements. Both are called on every
-    forward and their results are used; the share of the calls' time inside
-    the extension is far below settings.KERNEL_SHARE_MIN."""
+    one that computes 64 of 4,194,304 elements, one whose C++ calls PyTorch's
+    add, one whose C++ calls back into Python for it. Each is called on every
+    forward and its result is used; the share of the calls' time inside the
+    extension, less the torch operators it dispatches, is far below
+    settings.KERNEL_SHARE_MIN."""
     r = run_eval("vector_add", _from_template("kernel_in_name_only", tmp_path, USE=use), timing_trials=20)
     assert r["category"] == "no_custom_kernel" and "kernel_share_low" in r["flags"], \
         (_why(r), r["kernel_evidence"])

@@ -75,6 +75,12 @@ def note_trial_signals(ev: Evaluation, trial: dict[str, Any], case: dict[str, An
         ev.flags.append("non_plain_output")
     if not trial.get("on_device", True):
         ev.flags.append("output_not_on_device")
+    cpu = trial.get("cpu_ms")
+    # Time inside the extension's calls is measured within the call's own span, on
+    # the same clock: more of it than of the call is a counter the candidate wrote.
+    if isinstance(cpu, dict) and all(type(cpu.get(k)) in (int, float) for k in ("inside", "call")) \
+            and cpu["inside"] > cpu["call"] + 1e-3 and "report_tampered" not in ev.flags:
+        ev.flags.append("report_tampered")
     note_hooks(ev, trial)
 
 

@@ -50,9 +50,8 @@ from kernelsweep.evaluator.untrusted import (devicehandoff, frame, guard, hooks,
                                           outputfiles, seeding, trees)
 from kernelsweep.evaluator.untrusted.buildhooks import BuildHooks
 from kernelsweep.evaluator.untrusted.clock import Clock
-from kernelsweep.evaluator.untrusted.perturb import Perturber
-
-_cpu_ns = time.process_time_ns  # captured before any candidate code
+from kernelsweep.evaluator.untrusted import perturb
+from kernelsweep.evaluator.untrusted.perturb import Perturber, cpu_ns
 
 _QUIESCE_S = 0.5
 
@@ -101,6 +100,17 @@ def check_call(fn: Any, args: list, what: str) -> None:
             f"{what} does not accept the reference's {len(args)} argument(s): {exc}") from None
 
 
+def _harness_tensor_work() -> None:
+    """What the harness does with a candidate's outputs in this process (kept,
+    compared with what it returned, sampled, made portable, perturbed), on a
+    small tensor: the operators it dispatches are those the guard watches."""
+    out = torch.ones(trees.SAMPLED_ELEMENTS + 1)
+    kept = trees.copy(out)
+    trees.same_values([out], [kept])
+    outputfiles.portable_leaves(trees.sampled_output("x", [kept], 0)["leaves"])
+    perturb.perturb_(kept)
+
+
 def prepare(ctx: frame.WorkerContext) -> State:
     """The host side of the setup: the build hooks, the guard's snapshot, the
     candidate imported (loading what the compile step built), and, under the
@@ -119,7 +129,7 @@ def prepare(ctx: frame.WorkerContext) -> State:
     if cfg.get("profiled"):
         kernels.load_profiler()  # seconds of imports, on the host rather than in the device's hold
     s.autocast = mathmodes.AutocastWatch()  # before the guard's snapshot: the harness's, no patch
-    s.guard = guard.Guard()
+    s.guard = guard.Guard(guard.ops_dispatched(_harness_tensor_work))
     mathmodes.use_strict()  # as the reference: what the candidate lowers from here is its own
     s.settings_before = mathmodes.GlobalSettings.capture(threads=ctx.host_threads)
     ctx.candidate_file = cfg["candidate"]
@@ -252,14 +262,14 @@ def _call_checked(s: State, inputs: list, seed: int, armed: bool,
     # On the host, the CPU time inside the extension's calls and in the whole call (the work
     # share: CPU time, so a forward that sleeps is not diluted by its idle time).
     host = s.device.type == "cpu"
-    s.perturber.inside_ns, s.perturber.measuring = 0, host
+    s.perturber.inside_ns, s.perturber.added_ns, s.perturber.measuring = 0, 0, host
     s.autocast.look()  # autocast switched on before the call and left on
     s.autocast.active = True  # and entered inside it
-    started = _cpu_ns()
+    started = cpu_ns()
     try:
         out = model(*inputs)
     finally:
-        call_ns = _cpu_ns() - started
+        call_ns = cpu_ns() - started
         s.autocast.active = False
         s.perturber.armed = False
         s.perturber.measuring = False
@@ -285,7 +295,8 @@ def _call_checked(s: State, inputs: list, seed: int, armed: bool,
         "perturbed_calls": s.perturber.fired if armed else None,
         "extension_calls": s.perturber.returned - returned,
         "hooks": hooked,
-        "cpu_ms": {"inside": s.perturber.inside_ns / 1e6, "call": call_ns / 1e6} if host and not armed else None,
+        "cpu_ms": {"inside": s.perturber.inside_ns / 1e6, "call": max(0, call_ns - s.perturber.added_ns) / 1e6}
+        if host and not armed else None,
     }
     s.alive.append(trees.tensors_in(leaves))
     # The state at return is what is judged: work finishing later is not counted. So an output
@@ -495,7 +506,9 @@ def block(ctx: frame.WorkerContext, s: State, seeds: list[int], synchronized: bo
 
 def save(ctx: frame.WorkerContext, s: State, positions: list[int], names: list[str],
          sample_seed: int) -> dict[str, Any]:
-    hooked = hooks.installed()
+    # Candidate code that would run inside the saving below: an interpreter hook, or its
+    # own kernel for an operator the harness's copies go through.
+    hooked = hooks.installed() + s.guard.overridden_ops(s.guard.harness_ops)
     machine.synchronize(s.device)
     for pos, name in zip(positions, names):
         outputfiles.save_output(trees.sampled_output(*s.kept[pos], sample_seed), s.private / name)

@@ -12,8 +12,11 @@ end event; `synchronized=True` measures the old way (synchronize the whole
 device before the end event), which the harness uses on sentinel calls to
 find such work and, when it is found, for the whole timing of both sides.
 On the CPU the same protocol runs with time.perf_counter_ns. All primitives
-are captured when this module is imported, before any candidate code runs
-(the candidate's worker builds its Clock after the candidate's import)."""
+are captured when this module is imported, before any candidate code runs,
+and read from this module's globals, not from the Clock instance: a
+candidate can reach the instance through the frames of its own calls, and
+what it could rebind here the guard's snapshot of the harness's modules
+sees (untrusted/guard.py)."""
 
 from __future__ import annotations
 
@@ -37,13 +40,8 @@ class Clock:
         """Flushes a buffer sized from the device's cache (`cache_bytes`), or
         exactly `flush_bytes` (another worker's clock's, for the same flush)."""
         self.device = device
-        self._ns = _NS
         self._cuda = device.type == "cuda"
         if self._cuda:
-            self._Event = _EVENT
-            self._record = _RECORD
-            self._elapsed = _ELAPSED
-            self._sync = _SYNC
             flush = max(4 * (cache_bytes or 50 * _MIB), 256 * _MIB)
         else:
             # Twice the cache, within bounds: some hosts report a last-level
@@ -60,7 +58,7 @@ class Clock:
 
     def sync(self) -> None:
         if self._cuda:
-            self._sync()
+            _SYNC()
 
     def block(self, fn: Callable[..., Any], calls: list[list], *, synchronized: bool = False,
               after: Callable[[int, Any], None] | None = None) -> list[float]:
@@ -69,9 +67,9 @@ class Clock:
             out_ms = []
             for i, args in enumerate(calls):
                 self.flush()
-                t0 = self._ns()
+                t0 = _NS()
                 out = fn(*args)
-                t1 = self._ns()
+                t1 = _NS()
                 if after is not None:
                     after(i, out)
                 del out
@@ -79,21 +77,21 @@ class Clock:
             return out_ms
         events = []
         for i, args in enumerate(calls):
-            start, end = self._Event(enable_timing=True), self._Event(enable_timing=True)
+            start, end = _EVENT(enable_timing=True), _EVENT(enable_timing=True)
             self.flush()
             if synchronized:
-                self._sync()
-            self._record(start)
+                _SYNC()
+            _RECORD(start)
             out = fn(*args)
             if synchronized:
-                self._sync()
-            self._record(end)
+                _SYNC()
+            _RECORD(end)
             if after is not None:
                 after(i, out)
             del out
             events.append((start, end))
-        self._sync()
-        return [float(self._elapsed(s, e)) for s, e in events]
+        _SYNC()
+        return [float(_ELAPSED(s, e)) for s, e in events]
 
 
 def pool_size(set_bytes: int, wanted: int, budget: int) -> int:

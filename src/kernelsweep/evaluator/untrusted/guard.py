@@ -4,6 +4,8 @@ functions, torch's namespaces, the reference module) and what changed since."""
 from __future__ import annotations
 
 import os
+import re
+import sys
 import time
 import types
 from typing import Any
@@ -48,6 +50,58 @@ def _harness_visible() -> dict[str, Any]:
     return items
 
 
+_PLAIN = (type(None), bool, int, float, complex, str, bytes, tuple, list, dict, set, frozenset)
+
+
+def _harness_module(name: str, module: Any) -> bool:
+    if name.startswith("kernelsweep"):
+        return True
+    # The worker's own entry module, run as __main__.
+    return name == "__main__" and os.sep + "kernelsweep" + os.sep in str(getattr(module, "__file__", ""))
+
+
+def _harness_bindings() -> dict[str, int]:
+    """The identity of every function, class and module the harness's own
+    loaded modules bind at their top level (the captured primitives, the
+    helpers the worker calls after a timed call), and of every attribute of
+    the classes they define: whatever a candidate could rebind to run inside
+    the harness's code or to misreport it, without a list to keep in step.
+    Plain data is left out: the harness updates its own caches."""
+    found: dict[str, int] = {}
+    for name, module in list(sys.modules.items()):
+        if module is None or not _harness_module(name, module):
+            continue
+        for key, value in list(vars(module).items()):
+            if isinstance(value, _PLAIN):
+                continue
+            found[f"{name}.{key}"] = id(value)
+            if isinstance(value, type) and value.__module__ == module.__name__:
+                for attr, v in list(vars(value).items()):
+                    if not isinstance(v, _PLAIN):
+                        found[f"{name}.{key}.{attr}"] = id(v)
+    return found
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_REGISTERED_AT = re.compile(r"registered at (.+?)(?: ::|$)")
+
+
+def _dispatch_registrations() -> dict[str, str]:
+    """Every operator's dispatch table as the dispatcher prints it (~50 ms)."""
+    return {op: torch._C._dispatch_dump(op) for op in torch._C._dispatch_get_all_op_names()}
+
+
+def _root(where: str) -> str:
+    return os.sep.join(where.split(os.sep)[:4])  # '/__w/pytorch/pytorch' of torch's own build
+
+
+def _build_roots(tables: dict[str, str]) -> set[str]:
+    """Where torch's C++ kernels say they were registered (its build tree's
+    paths): a kernel torch registers later, as a library loads, is torch's."""
+    return {_root(m.group(1)) for text in tables.values() for m in _REGISTERED_AT.finditer(text)
+            if m.group(1).startswith(os.sep) and not m.group(1).startswith(_TORCH_DIR)}
+
+
 def _torch_namespaces() -> dict[str, Any]:
     """Namespaces whose contents the reference's forward depends on."""
     spaces: dict[str, Any] = {
@@ -64,9 +118,6 @@ def _torch_namespaces() -> dict[str, Any]:
         if isinstance(obj, type) and issubclass(obj, torch.nn.Module) and obj is not torch.nn.Module:
             spaces[f"torch.nn.{name}"] = obj
     return spaces
-
-
-_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 
 
 def _torch_wrapper_of(new: Any, old: Any, depth: int = 8) -> bool:
@@ -91,6 +142,23 @@ def _cell(cell: Any) -> Any:
         return None
 
 
+def ops_dispatched(fn: Any) -> list[str]:
+    """The operators fn() dispatches (run once, before any candidate code):
+    what the harness's own copies of an output go through."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: set[str] = set()
+
+    class _Seen(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            seen.add(func._schema.name)
+            return func(*args, **(kwargs or {}))
+
+    with _Seen():
+        fn()
+    return sorted(seen)
+
+
 class Guard:
     """A snapshot of what a candidate could patch to fool the harness or slow
     the reference: the harness's own measuring and judging functions, and the
@@ -98,17 +166,53 @@ class Guard:
     nn.Module class). Names added later (lazy submodules) are ignored; a name
     whose object changed or vanished is reported, unless torch itself wrapped it."""
 
-    def __init__(self) -> None:
+    def __init__(self, harness_ops: list[str] | None = None) -> None:
+        """harness_ops: the operators the harness's own work on the candidate's
+        outputs dispatches (ops_dispatched): a kernel of the candidate's for one
+        of them is candidate code inside the harness (patched_harness; checked
+        again at every save, where a full check would cost ~50 ms), for any
+        other a change to torch (patched_torch)."""
+        self.harness_ops = harness_ops or []
         self._visible = _harness_visible()
+        self._bindings = _harness_bindings()
+        self._dispatch = _dispatch_registrations()
+        self._torch_roots = _build_roots(self._dispatch)
         self._spaces = {name: (space, dict(vars(space))) for name, space in _torch_namespaces().items()}
 
     def patched_harness(self) -> list[str]:
         now = _harness_visible()
-        return sorted(k for k, v in self._visible.items()
-                      if now.get(k) is not v and not _torch_wrapper_of(now.get(k), v))
+        bindings = _harness_bindings()
+        return sorted({k for k, v in self._visible.items() if now.get(k) is not v and not _torch_wrapper_of(now.get(k), v)}
+                      | {k for k, v in self._bindings.items() if bindings.get(k) != v}
+                      | set(self.overridden_ops(self.harness_ops)))
+
+    def overridden_ops(self, only: list[str] | None = None) -> list[str]:
+        """Operators that existed before the candidate ran and have since been
+        given a kernel registered from outside torch's own files (torch.library
+        or a C++ TORCH_LIBRARY_IMPL over aten::clone, say): the harness's own
+        copies and comparisons dispatch through them too. A candidate's
+        operators in its own namespace are new, and not counted."""
+        found = []
+        for op in self._dispatch if only is None else only:
+            before = self._dispatch.get(op)
+            if before is None:
+                continue
+            now = torch._C._dispatch_dump(op)
+            if now == before:
+                continue
+            old = set(before.splitlines())
+            for line in now.splitlines():
+                where = _REGISTERED_AT.search(line)
+                if line not in old and where and not where.group(1).startswith(_TORCH_DIR) \
+                        and _root(where.group(1)) not in self._torch_roots:
+                    found.append(f"dispatcher {op} ({line.split(':', 1)[0].strip()})")
+                    break
+        return found
 
     def patched_torch(self) -> list[str]:
-        changed = []
+        """Torch's namespaces, and its operators given a kernel of the
+        candidate's other than those the harness itself dispatches."""
+        changed = [op for op in self.overridden_ops() if op not in self.overridden_ops(self.harness_ops)]
         for name, (space, before) in self._spaces.items():
             current = vars(space)
             for key, old in before.items():

@@ -63,11 +63,24 @@ def _data_start(header_bytes: int) -> int:
     return _aligned(len(MAGIC) + 8 + header_bytes)
 
 
+def _fresh(path: str | os.PathLike) -> Any:
+    """PATH as a new regular file, open for writing: whatever a candidate put
+    at that name beforehand (a pipe whose writer would block, a link to write
+    through) is removed first, and the file is made without following a link."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    return os.fdopen(fd, "wb")
+
+
 def save_output(output: dict[str, Any], path: str | os.PathLike) -> None:
     """Write {"structure", "leaves"} (leaves on any device) to PATH."""
     leaves = output["leaves"]
     if not raw(leaves):
-        _save({"structure": output["structure"], "leaves": portable_leaves(leaves)}, str(path))
+        with _fresh(path) as f:
+            _save({"structure": output["structure"], "leaves": portable_leaves(leaves)}, f)
         return
     described, offset = [], 0
     for x in leaves:
@@ -80,17 +93,20 @@ def save_output(output: dict[str, Any], path: str | os.PathLike) -> None:
             described.append({"number": x, "type": type(x).__name__})
     header = json.dumps({"structure": output["structure"], "leaves": described}).encode()
     start = _data_start(len(header))
-    with open(path, "wb") as f:
+    with _fresh(path) as f:
         f.write(MAGIC + len(header).to_bytes(8, "little") + header)
         f.flush()
         # Allocated now: a full disk is an OSError here, not a SIGBUS in the copy below.
         os.posix_fallocate(f.fileno(), 0, start + offset)
-    if offset:
-        mapped = _from_file(str(path), shared=True, size=start + offset, dtype=torch.uint8)
-        for x, d in zip(leaves, described):
-            if isinstance(x, torch.Tensor) and d["nbytes"]:
-                byte_view(mapped, start + d["offset"], d).copy_(x.detach())
-        del mapped  # unmapped: the bytes are in the file
+        if offset:
+            # Mapped through the open descriptor: the file made above, whatever stands at its name now.
+            by_fd = f"/proc/self/fd/{f.fileno()}"
+            mapped = _from_file(by_fd if os.path.exists(by_fd) else str(path), shared=True,
+                                size=start + offset, dtype=torch.uint8)
+            for x, d in zip(leaves, described):
+                if isinstance(x, torch.Tensor) and d["nbytes"]:
+                    byte_view(mapped, start + d["offset"], d).copy_(x.detach())
+            del mapped  # unmapped: the bytes are in the file
 
 
 class NotAnOutputFile(ValueError):
