@@ -105,11 +105,12 @@ def test_cuda_family4_reference_cannot_be_slowed(run_cuda, name):
     """Family 4 on CUDA (shared pure-PyTorch candidates; the torch.library
     override registers the CUDA key too). The reference runs in a process of
     its own and is unaffected: the candidate's own PyTorch work is judged,
-    no_custom_kernel at most 2x (patching torch may slow only itself)."""
+    no_custom_kernel at most 2x (patching torch may slow only itself; the
+    dispatcher's override is a change to torch too, patched_torch)."""
     r = run_cuda("vector_add", ADV / f"{name}.py")
     assert r["category"] == "no_custom_kernel" and r["speedup"] is not None and r["speedup"] <= 2.0, _why(r)
     assert "reference_slowed" not in r["flags"], _why(r)
-    assert ("patched_torch" in r["flags"]) == (name == "slow_patch_torch"), _why(r)
+    assert ("patched_torch" in r["flags"]) == (name != "slow_forward_hook"), _why(r)
 
 
 def test_cuda_family5_saved_reference_outputs_cannot_be_read(run_cuda):
@@ -247,6 +248,19 @@ def test_cuda_work_deferred_into_a_profile_hook_is_a_cheat(run_cuda):
     r = run_cuda("slow_add", ADV / "defer_into_profile_hook.py", timing_trials=40)
     _windows(r)
     assert r["category"] == "cheat" and "interpreter_hooks" in r["flags"], _why(r)
+    _never_forged(r)
+
+
+@pytest.mark.parametrize("name, flags", [
+    ("defer_into_dispatcher", {"interpreter_hooks", "patched_harness"}),  # its own CUDA kernel for aten::clone
+    ("defer_into_audit_hook", {"interpreter_hooks"}),  # refused, and noted
+    ("forge_clock", {"patched_harness"}),  # the clock module's timer rebound
+])
+def test_cuda_harness_reach_is_a_cheat(run_cuda, name, flags):
+    """Issue 34 on a GPU: candidate code inside the harness's own copies
+    through the dispatcher or an audit hook, or the clock's module rebound."""
+    r = run_cuda("slow_add", ADV / f"{name}.py", timing_trials=40)
+    assert r["category"] == "cheat" and flags & set(r["flags"]), _why(r)
     _never_forged(r)
 
 
