@@ -142,6 +142,7 @@ def prepare(ctx: frame.WorkerContext) -> State:
     s.ref = taskcode.load_module(cfg["reference"], "kernelsweep_reference_inputs", register=False)
     s.variants_ahead = {}
     s.on_host = _build_ahead(ctx, s) if cfg.get("await_go") else None
+    s.guard.note_imported()
     return s
 
 

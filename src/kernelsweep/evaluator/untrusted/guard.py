@@ -173,6 +173,7 @@ class Guard:
         again at every save, where a full check would cost ~50 ms), for any
         other a change to torch (patched_torch)."""
         self.harness_ops = harness_ops or []
+        self.imported_overrides: list[str] = []  # note_imported(): every operator, once
         self._visible = _harness_visible()
         self._bindings = _harness_bindings()
         self._dispatch = _dispatch_registrations()
@@ -185,6 +186,13 @@ class Guard:
         return sorted({k for k, v in self._visible.items() if now.get(k) is not v and not _torch_wrapper_of(now.get(k), v)}
                       | {k for k, v in self._bindings.items() if bindings.get(k) != v}
                       | set(self.overridden_ops(self.harness_ops)))
+
+    def note_imported(self) -> None:
+        """Every operator's table compared once, after the candidate's import and
+        construction, on the host (~50 ms): a kernel registered then for an
+        operator the harness does not use is a change to torch (informational);
+        those the harness uses are compared again at every save and report."""
+        self.imported_overrides = self.overridden_ops()
 
     def overridden_ops(self, only: list[str] | None = None) -> list[str]:
         """Operators that existed before the candidate ran and have since been
@@ -212,7 +220,7 @@ class Guard:
     def patched_torch(self) -> list[str]:
         """Torch's namespaces, and its operators given a kernel of the
         candidate's other than those the harness itself dispatches."""
-        changed = [op for op in self.overridden_ops() if op not in self.overridden_ops(self.harness_ops)]
+        changed = [op for op in self.imported_overrides if op not in self.overridden_ops(self.harness_ops)]
         for name, (space, before) in self._spaces.items():
             current = vars(space)
             for key, old in before.items():
