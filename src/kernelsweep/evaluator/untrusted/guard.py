@@ -87,8 +87,12 @@ _REGISTERED_AT = re.compile(r"registered at (.+?)(?: ::|$)")
 
 
 def _dispatch_registrations() -> dict[str, str]:
-    """Every operator's dispatch table as the dispatcher prints it (~50 ms)."""
-    return {op: torch._C._dispatch_dump(op) for op in torch._C._dispatch_get_all_op_names()}
+    """Every operator's dispatch table as the dispatcher prints it (~50 ms;
+    empty where this torch cannot list them)."""
+    names = getattr(torch._C, "_dispatch_get_all_op_names", None)
+    if names is None or not hasattr(torch._C, "_dispatch_dump"):
+        return {}
+    return {op: torch._C._dispatch_dump(op) for op in names()}
 
 
 def _root(where: str) -> str:
