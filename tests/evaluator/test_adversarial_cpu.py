@@ -637,12 +637,15 @@ def test_work_deferred_into_the_dispatcher_is_a_cheat(run_eval):
     _never_forged(r)
 
 
-def test_the_clock_slowed_from_inside_is_a_cheat(run_eval):
-    """Issue 34: the timing clock's timer, rebound in the harness's module to
-    one running at a tenth of real speed (the Clock instance held it once, out
-    of the guard's sight). Every binding of the harness's loaded modules is in
-    the guard's snapshot: patched_harness."""
-    r = _adv(run_eval, "add", "forge_clock", timing_trials=20)
+@pytest.mark.parametrize("way", ["module", "instance"])
+def test_the_clock_changed_from_inside_is_a_cheat(run_eval, tmp_path, way):
+    """Issue 34: the timing clock's timer rebound in the harness's module to one
+    running at a tenth of real speed (the Clock instance held it once, out of
+    the guard's sight), or the Clock, found through the frames, given a
+    one-byte flush buffer. Every binding of the harness's loaded modules is in
+    the guard's snapshot, and each block says how it was timed and flushed,
+    which the parent checks against what it set up: patched_harness."""
+    r = run_eval("add", _from_template("forge_clock", tmp_path, WAY=way), timing_trials=20)
     assert r["category"] == "cheat" and "patched_harness" in r["flags"], _why(r)
     _never_forged(r)
 

@@ -60,6 +60,19 @@ def note_kernel(ev: Evaluation, report: dict[str, Any]) -> bool:
     return found["launched"]
 
 
+def _counted_beyond_measured(cpu: Any) -> bool:
+    """The time inside the extension's calls is measured within the call's own
+    span, on the same clock, and what is left of it once torch's operators are
+    taken out is less again: a count beyond either is one the candidate wrote."""
+    if not isinstance(cpu, dict):
+        return False
+    values = [cpu.get(k) for k in ("inside", "inside_raw", "call_raw")]
+    if not all(type(v) in (int, float) for v in values):
+        return False
+    inside, raw, call = values
+    return inside > raw or raw > call
+
+
 def note_trial_signals(ev: Evaluation, trial: dict[str, Any], case: dict[str, Any]) -> None:
     """A call's own signals (untrusted/candidate._call_checked), against the
     reference's on the same case (`case`: what the reference does itself)."""
@@ -75,11 +88,7 @@ def note_trial_signals(ev: Evaluation, trial: dict[str, Any], case: dict[str, An
         ev.flags.append("non_plain_output")
     if not trial.get("on_device", True):
         ev.flags.append("output_not_on_device")
-    cpu = trial.get("cpu_ms")
-    # Time inside the extension's calls is measured within the call's own span, on
-    # the same clock: more of it than of the call is a counter the candidate wrote.
-    if isinstance(cpu, dict) and all(type(cpu.get(k)) in (int, float) for k in ("inside", "call")) \
-            and cpu["inside"] > cpu["call"] + 1e-3 and "report_tampered" not in ev.flags:
+    if _counted_beyond_measured(trial.get("cpu_ms")) and "report_tampered" not in ev.flags:
         ev.flags.append("report_tampered")
     note_hooks(ev, trial)
 

@@ -111,7 +111,7 @@ def run(ev: Evaluation, ref: Worker, cand: Worker, manifest: dict[str, Any]) -> 
     for b, block in enumerate(blocks):
         ref_ms += _ref_block(ev, ref, cand, block, False, ref_windows)
         armed_at = ev.rng.randrange(len(block)) if b == armed_block else None
-        reply = _cand_block(ev, cand, cand_windows, seeds=block, armed_at=armed_at)
+        reply = _cand_block(ev, cand, cand_windows, manifest["flush_bytes"], seeds=block, armed_at=armed_at)
         if not reply or reply.get("status") != "ok":
             return ev.candidate_stopped(cand, reply)
         cand_ms += reply["ms"]
@@ -149,7 +149,7 @@ def run(ev: Evaluation, ref: Worker, cand: Worker, manifest: dict[str, Any]) -> 
             ref_ms, cand_ms, ref_windows, cand_windows = [], [], [], []
             for block in blocks:
                 ref_ms += _ref_block(ev, ref, cand, block, True, ref_windows)
-                reply = _cand_block(ev, cand, cand_windows, seeds=block, synchronized=True)
+                reply = _cand_block(ev, cand, cand_windows, manifest["flush_bytes"], seeds=block, synchronized=True)
                 if not reply or reply.get("status") != "ok":
                     return ev.candidate_stopped(cand, reply)
                 cand_ms += reply["ms"]
@@ -213,7 +213,8 @@ def _ref_block(ev: Evaluation, ref: Worker, cand: Worker | None, seeds: list[int
     return reply["ms"]
 
 
-def _cand_block(ev: Evaluation, cand: Worker, windows: list[trusted_clock.Block], **args: Any) -> dict | None:
+def _cand_block(ev: Evaluation, cand: Worker, windows: list[trusted_clock.Block], flush_bytes: int,
+                **args: Any) -> dict | None:
     """The candidate's timed calls, its block's window kept (trusted_clock.py)."""
     with ev.spent("timing_candidate"):
         sent = time.monotonic()
@@ -221,6 +222,12 @@ def _cand_block(ev: Evaluation, cand: Worker, windows: list[trusted_clock.Block]
         window = time.monotonic() - sent
     if reply and reply.get("status") == "ok" and isinstance(reply.get("ms"), list):
         windows.append(trusted_clock.Block(window * 1e3, reply["ms"]))
+        # The clock the parent set up: events on a GPU, the flush it sent. Another
+        # is the candidate's change to the harness's clock, not a timing.
+        used = reply.get("clock")
+        expected = {"events": ev.cfg.device == "cuda", "flushed_bytes": flush_bytes}
+        if used != expected and "patched_harness" not in ev.flags:
+            ev.flags.append("patched_harness")
     return reply
 
 

@@ -100,14 +100,20 @@ def check_call(fn: Any, args: list, what: str) -> None:
             f"{what} does not accept the reference's {len(args)} argument(s): {exc}") from None
 
 
-def _harness_tensor_work() -> None:
+def _harness_tensor_work(folder: Path) -> None:
     """What the harness does with a candidate's outputs in this process (kept,
-    compared with what it returned, sampled, made portable, perturbed), on a
-    small tensor: the operators it dispatches are those the guard watches."""
+    compared with what it returned, sampled, made portable, saved raw and as
+    a record, perturbed), on a small tensor: the operators it dispatches are
+    those the guard watches (a device's copies go through the same ones)."""
     out = torch.ones(trees.SAMPLED_ELEMENTS + 1)
     kept = trees.copy(out)
     trees.same_values([out], [kept])
-    outputfiles.portable_leaves(trees.sampled_output("x", [kept], 0)["leaves"])
+    sampled = trees.sampled_output("x", [kept], 0)
+    outputfiles.portable_leaves(sampled["leaves"])
+    outputfiles.save_output(sampled, folder / "harness_example.pt")
+    outputfiles.save_output({"structure": "x", "leaves": [kept.to(torch.float64).to(torch.complex64)]},
+                            folder / "harness_example.pt")
+    os.unlink(folder / "harness_example.pt")
     perturb.perturb_(kept)
 
 
@@ -129,7 +135,7 @@ def prepare(ctx: frame.WorkerContext) -> State:
     if cfg.get("profiled"):
         kernels.load_profiler()  # seconds of imports, on the host rather than in the device's hold
     s.autocast = mathmodes.AutocastWatch()  # before the guard's snapshot: the harness's, no patch
-    s.guard = guard.Guard(guard.ops_dispatched(_harness_tensor_work))
+    s.guard = guard.Guard(guard.ops_dispatched(lambda: _harness_tensor_work(s.private)))
     mathmodes.use_strict()  # as the reference: what the candidate lowers from here is its own
     s.settings_before = mathmodes.GlobalSettings.capture(threads=ctx.host_threads)
     ctx.candidate_file = cfg["candidate"]
@@ -263,7 +269,7 @@ def _call_checked(s: State, inputs: list, seed: int, armed: bool,
     # On the host, the CPU time inside the extension's calls and in the whole call (the work
     # share: CPU time, so a forward that sleeps is not diluted by its idle time).
     host = s.device.type == "cpu"
-    s.perturber.inside_ns, s.perturber.added_ns, s.perturber.measuring = 0, 0, host
+    s.perturber.inside_ns, s.perturber.inside_raw_ns, s.perturber.added_ns, s.perturber.measuring = 0, 0, 0, host
     s.autocast.look()  # autocast switched on before the call and left on
     s.autocast.active = True  # and entered inside it
     started = cpu_ns()
@@ -296,7 +302,8 @@ def _call_checked(s: State, inputs: list, seed: int, armed: bool,
         "perturbed_calls": s.perturber.fired if armed else None,
         "extension_calls": s.perturber.returned - returned,
         "hooks": hooked,
-        "cpu_ms": {"inside": s.perturber.inside_ns / 1e6, "call": max(0, call_ns - s.perturber.added_ns) / 1e6}
+        "cpu_ms": {"inside": s.perturber.inside_ns / 1e6, "call": max(0, call_ns - s.perturber.added_ns) / 1e6,
+                   "inside_raw": s.perturber.inside_raw_ns / 1e6, "call_raw": call_ns / 1e6}
         if host and not armed else None,
     }
     s.alive.append(trees.tensors_in(leaves))
@@ -502,7 +509,7 @@ def block(ctx: frame.WorkerContext, s: State, seeds: list[int], synchronized: bo
     finally:
         s.perturber.armed = False
     flags["extension_calls"] = s.perturber.returned - returned
-    return {"ms": ms, **flags}
+    return {"ms": ms, **flags, "clock": s.clock.used}
 
 
 def save(ctx: frame.WorkerContext, s: State, positions: list[int], names: list[str],

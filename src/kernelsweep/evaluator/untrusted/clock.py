@@ -51,6 +51,10 @@ class Clock:
         self.flush_bytes = flush = flush if flush_bytes is None else flush_bytes
         self._buffer = _EMPTY(flush, dtype=torch.uint8, device=device)
         self._value = 0
+        # How the last block was timed (events or the host's timer) and how much
+        # each flush wrote: what a candidate could change on this instance, for the
+        # parent to check against the device and the flush size it knows.
+        self.used: dict[str, Any] = {}
 
     def flush(self) -> None:
         self._value ^= 1
@@ -63,6 +67,7 @@ class Clock:
     def block(self, fn: Callable[..., Any], calls: list[list], *, synchronized: bool = False,
               after: Callable[[int, Any], None] | None = None) -> list[float]:
         """Milliseconds of fn(*args) for each args in `calls`, in order."""
+        flushed = self._buffer.numel()
         if not self._cuda:
             out_ms = []
             for i, args in enumerate(calls):
@@ -74,6 +79,7 @@ class Clock:
                     after(i, out)
                 del out
                 out_ms.append((t1 - t0) / 1e6)
+            self.used = {"events": False, "flushed_bytes": flushed}
             return out_ms
         events = []
         for i, args in enumerate(calls):
@@ -91,6 +97,7 @@ class Clock:
             del out
             events.append((start, end))
         _SYNC()
+        self.used = {"events": True, "flushed_bytes": flushed}
         return [float(_ELAPSED(s, e)) for s, e in events]
 
 

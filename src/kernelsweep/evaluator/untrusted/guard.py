@@ -50,7 +50,9 @@ def _harness_visible() -> dict[str, Any]:
     return items
 
 
-_PLAIN = (type(None), bool, int, float, complex, str, bytes, tuple, list, dict, set, frozenset)
+# Containers the harness fills as it runs (caches, counters) are left out, and None
+# (a cache not made yet); settings it only reads (paths, names, tuples) are kept.
+_CHANGING = (type(None), list, dict, set)
 
 
 def _harness_module(name: str, module: Any) -> bool:
@@ -65,24 +67,25 @@ def _harness_bindings() -> dict[str, int]:
     loaded modules bind at their top level (the captured primitives, the
     helpers the worker calls after a timed call), and of every attribute of
     the classes they define: whatever a candidate could rebind to run inside
-    the harness's code or to misreport it, without a list to keep in step.
-    Plain data is left out: the harness updates its own caches."""
+    the harness's code or to misreport it, and of the settings its checks
+    read (a library folder, a torch path), without a list to keep in step."""
     found: dict[str, int] = {}
     for name, module in list(sys.modules.items()):
         if module is None or not _harness_module(name, module):
             continue
         for key, value in list(vars(module).items()):
-            if isinstance(value, _PLAIN):
+            if isinstance(value, _CHANGING) or key.startswith("__"):
                 continue
             found[f"{name}.{key}"] = id(value)
             if isinstance(value, type) and value.__module__ == module.__name__:
                 for attr, v in list(vars(value).items()):
-                    if not isinstance(v, _PLAIN):
+                    if not isinstance(v, _CHANGING):
                         found[f"{name}.{key}.{attr}"] = id(v)
     return found
 
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_REGISTRATION_API = (os.path.join(_TORCH_DIR, "library.py"), os.path.join(_TORCH_DIR, "_library") + os.sep)
 _REGISTERED_AT = re.compile(r"registered at (.+?)(?: ::|$)")
 
 
@@ -155,7 +158,7 @@ def ops_dispatched(fn: Any) -> list[str]:
 
     class _Seen(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            seen.add(func._schema.name)
+            seen.add(func.name())  # with its overload, as the dispatcher lists it: aten::index.Tensor
             return func(*args, **(kwargs or {}))
 
     with _Seen():
@@ -203,7 +206,10 @@ class Guard:
         given a kernel registered from outside torch's own files (torch.library
         or a C++ TORCH_LIBRARY_IMPL over aten::clone, say): the harness's own
         copies and comparisons dispatch through them too. A candidate's
-        operators in its own namespace are new, and not counted."""
+        operators in its own namespace are new, and not counted. For ONLY (the
+        harness's operators) a kernel registered through torch's public API
+        (torch/library.py, torch/_library/) counts too: that file is torch's,
+        the caller is not; torch registers none for them as it runs."""
         found = []
         for op in self._dispatch if only is None else only:
             before = self._dispatch.get(op)
@@ -215,11 +221,15 @@ class Guard:
             old = set(before.splitlines())
             for line in now.splitlines():
                 where = _REGISTERED_AT.search(line)
-                if line not in old and where and not where.group(1).startswith(_TORCH_DIR) \
-                        and _root(where.group(1)) not in self._torch_roots:
+                if line not in old and where and not self._torchs(where.group(1), strict=only is not None):
                     found.append(f"dispatcher {op} ({line.split(':', 1)[0].strip()})")
                     break
         return found
+
+    def _torchs(self, where: str, strict: bool) -> bool:
+        if where.startswith(_TORCH_DIR):
+            return not (strict and where.startswith(_REGISTRATION_API))
+        return _root(where) in self._torch_roots
 
     def patched_torch(self) -> list[str]:
         """Torch's namespaces, and its operators given a kernel of the

@@ -14,9 +14,11 @@ drops the new hook and carries on) and remembers the attempt."""
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import signal
+import site
 import sys
 import sysconfig
 
@@ -25,13 +27,21 @@ import torch
 _getprofile, _gettrace = sys.getprofile, sys.gettrace
 _get_tool = getattr(getattr(sys, "monitoring", None), "get_tool", None)
 _TOOL_IDS = range(6)
-_MODE_STACKS = [(what, getattr(torch._C, length, None), getattr(torch._C, at, None))
-                for what, length, at in (("torch function mode", "_len_torch_function_stack", "_get_function_stack_at"),
-                                         ("torch dispatch mode", "_len_torch_dispatch_stack", "_get_dispatch_stack_at"))]
-_LIBRARIES = tuple({os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("purelib", "platlib", "stdlib")})
-_gc_callbacks = list(gc.callbacks)
-_SIGNALS = [s for s in signal.Signals if s not in (signal.SIGKILL, signal.SIGSTOP)]
-_handlers = {s: signal.getsignal(s) for s in _SIGNALS}
+_MODE_STACKS = tuple((what, getattr(torch._C, length, None), getattr(torch._C, at, None), hook)
+                     for what, length, at, hook in (
+                         ("torch function mode", "_len_torch_function_stack", "_get_function_stack_at",
+                          "__torch_function__"),
+                         ("torch dispatch mode", "_len_torch_dispatch_stack", "_get_dispatch_stack_at",
+                          "__torch_dispatch__")))
+# Where installed libraries live: the interpreter's own folders, every site folder,
+# and the folder torch itself was loaded from (a Debian dist-packages, a PYTHONPATH entry).
+_LIBRARIES = tuple(sorted({os.path.realpath(d) + os.sep for d in (
+    *(sysconfig.get_paths()[k] for k in ("purelib", "platlib", "stdlib", "platstdlib")),
+    *site.getsitepackages(), site.getusersitepackages(),
+    os.path.dirname(os.path.dirname(torch.__file__))) if d}))
+_gc_callbacks = tuple(gc.callbacks)
+_SIGNALS = tuple(s for s in signal.Signals if s not in (signal.SIGKILL, signal.SIGSTOP))
+_handlers = tuple(signal.getsignal(s) for s in _SIGNALS)
 _audit_refused: list[str] = []
 
 
@@ -44,20 +54,36 @@ def _refuse_audit_hooks(event: str, args: tuple) -> None:  # noqa: ARG001
 sys.addaudithook(_refuse_audit_hooks)
 
 
-def _library_code(obj: object) -> bool:
-    """obj's code (a function's, a bound method's, a class's module) is an installed library's."""
+def _code_file(obj: object) -> str | None:
+    """The file of the Python code obj runs, through partials and wrappers;
+    None for code that has no file (a builtin)."""
+    for _ in range(8):
+        if isinstance(obj, functools.partial):
+            obj = obj.func
+        elif getattr(obj, "__wrapped__", None) is not None:
+            obj = obj.__wrapped__  # type: ignore[attr-defined]
+        else:
+            break
     code = getattr(getattr(obj, "__func__", obj), "__code__", None)
-    where = code.co_filename if code is not None else getattr(sys.modules.get(getattr(obj, "__module__", "")),
-                                                              "__file__", None)
-    return bool(where) and os.path.realpath(where).startswith(_LIBRARIES)
+    if code is None and not isinstance(obj, type):
+        code = getattr(getattr(type(obj), "__call__", None), "__code__", None)
+    return code.co_filename if code is not None else None
+
+
+def _library_code(obj: object) -> bool:
+    """obj runs an installed library's code (a builtin, signal's default handler, counts)."""
+    where = _code_file(obj)
+    if where is None:
+        return not isinstance(obj, functools.partial) and type(obj).__name__ in ("builtin_function_or_method",)
+    return os.path.realpath(where).startswith(_LIBRARIES)
 
 
 def _modes() -> list[str]:
     found = []
-    for what, length, at in _MODE_STACKS:
+    for what, length, at, hook in _MODE_STACKS:
         if length is not None and at is not None:
             found += [f"{what} {type(m).__name__}" for m in (at(i) for i in range(length()))
-                      if not _library_code(type(m))]
+                      if not _library_code(getattr(type(m), hook, None))]
     return found
 
 
@@ -73,8 +99,8 @@ def installed() -> list[str]:
     found += _modes()
     if any(c not in _gc_callbacks and not _library_code(c) for c in gc.callbacks):
         found.append("gc.callbacks")
-    for s in _SIGNALS:
+    for s, before in zip(_SIGNALS, _handlers):
         handler = signal.getsignal(s)
-        if handler is not _handlers[s] and callable(handler) and not _library_code(handler):
+        if handler is not before and callable(handler) and not _library_code(handler):
             found.append(f"signal handler {s.name}")
     return found

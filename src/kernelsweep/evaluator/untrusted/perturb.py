@@ -48,6 +48,9 @@ def _tensors(obj: Any) -> list[torch.Tensor]:
 cpu_ns = time.thread_time_ns
 
 
+_TORCH_NAMESPACES = frozenset({"aten", "prims", "prim", "quantized", "sparse", "_quantized"})
+
+
 class _TorchWork(TorchDispatchMode):
     """The CPU time of the torch operators an extension's call dispatches
     itself (at::add from its C++, or a Python callback into torch): PyTorch's
@@ -60,6 +63,8 @@ class _TorchWork(TorchDispatchMode):
         self.ops = 0
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if getattr(func, "namespace", "aten") not in _TORCH_NAMESPACES:
+            return func(*args, **(kwargs or {}))  # the candidate's own operator: its work
         t0 = cpu_ns()
         try:
             return func(*args, **(kwargs or {}))
@@ -74,11 +79,24 @@ _ADD, _ONES = torch.add, torch.ones(4)  # captured before any candidate code
 _BOUND = getattr(getattr(torch._C, "_functorch", None), "is_batchedtensor", None)
 
 
-def _probe(t: torch.Tensor, n: int = 4096) -> torch.Tensor:
-    """Up to n of t's elements, spread over it: enough to see an argument written."""
-    flat = t.detach().reshape(-1)
-    step = max(1, flat.numel() // n)
-    return flat[::step][:n].clone()
+def _probe(t: torch.Tensor, n: int = 4096) -> torch.Tensor | None:
+    """Up to n of t's elements, spread over it (gathered, never a copy of the
+    whole): enough to see an argument written. None where t has no such view
+    (sparse, nested, meta): then it is not taken to be unchanged."""
+    try:
+        flat = t.detach().as_strided((t.numel(),), (1,)) if t.is_contiguous() else t.detach().flatten()
+        positions = torch.linspace(0, max(0, t.numel() - 1), min(n, t.numel()), device=t.device).long()
+        return flat[positions].clone()
+    except (RuntimeError, NotImplementedError, ValueError):
+        return None
+
+
+def _unchanged(t: torch.Tensor, old: torch.Tensor | None) -> bool:
+    now = _probe(t)
+    try:
+        return old is not None and now is not None and bool(torch.equal(now, old))
+    except (RuntimeError, NotImplementedError):
+        return False
 
 
 def _quarter(values: list[int]) -> int:
@@ -127,6 +145,7 @@ class Perturber:
         # to the call (taken out of the call's time there).
         self.measuring = False
         self.inside_ns = 0
+        self.inside_raw_ns = 0  # as measured: nested in the call's own time, on the same clock
         self.added_ns = 0
         self.costs: tuple[int, int, int] | None = None  # _mode_costs, at the first measured call
 
@@ -134,19 +153,20 @@ class Perturber:
         if self.costs is None:
             self.costs = _mode_costs()
         unseen, added, binding = self.costs
+        start = cpu_ns()  # the probes' time is measuring's too, not the call's
         given = _tensors(list(args) + list(kwargs.values()))
         before = [_probe(t) for t in given]
         torch_work = _TorchWork()
-        start = cpu_ns()
         with torch_work:
             t0 = cpu_ns()
             result = fn(*args, **kwargs)
             inside = cpu_ns() - t0
+        untouched = not torch_work.ops and any(result is t for t in given) \
+            and all(_unchanged(t, old) for t, old in zip(given, before))
         self.added_ns += cpu_ns() - start - inside + torch_work.ops * added
-        if not torch_work.ops and any(result is t for t in given) \
-                and all(torch.equal(_probe(t), old) for t, old in zip(given, before)):
-            return result  # handed back an argument it did not change: no work of its own
-        self.inside_ns += max(0, inside - binding - torch_work.ns - torch_work.ops * unseen)
+        self.inside_raw_ns += inside
+        if not untouched:  # an argument handed back unchanged: no work of its own
+            self.inside_ns += max(0, inside - binding - torch_work.ns - torch_work.ops * unseen)
         return result
 
     def wrap(self, module: Any) -> Any:
