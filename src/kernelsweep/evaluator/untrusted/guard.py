@@ -195,11 +195,12 @@ class Guard:
                       | set(self.overridden_ops(self.harness_ops)))
 
     def note_imported(self) -> None:
-        """Every operator's table compared once, after the candidate's import and
-        construction, on the host (~50 ms): a kernel registered then for an
-        operator the harness does not use is a change to torch (informational);
-        those the harness uses are compared again at every save and report."""
-        self.imported_overrides = self.overridden_ops()
+        """Every operator's table but the harness's compared once, after the
+        candidate's import and construction, on the host (~50 ms): a kernel
+        registered then is a change to torch (informational); the harness's own
+        operators are compared at every save and report."""
+        harness = set(self.harness_ops)
+        self.imported_overrides = self.overridden_ops([op for op in self._dispatch if op not in harness])
 
     def overridden_ops(self, only: list[str] | None = None) -> list[str]:
         """Operators that existed before the candidate ran and have since been
@@ -234,7 +235,7 @@ class Guard:
     def patched_torch(self) -> list[str]:
         """Torch's namespaces, and its operators given a kernel of the
         candidate's other than those the harness itself dispatches."""
-        changed = [op for op in self.imported_overrides if op not in self.overridden_ops(self.harness_ops)]
+        changed = list(self.imported_overrides)
         for name, (space, before) in self._spaces.items():
             current = vars(space)
             for key, old in before.items():
