@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from kernelsweep.evaluator.untrusted.dispatchmode import HarnessMode
+
 
 def _harness_visible() -> dict[str, Any]:
     """Functions the harness measures or judges with."""
@@ -152,11 +154,9 @@ def _cell(cell: Any) -> Any:
 def ops_dispatched(fn: Any) -> list[str]:
     """The operators fn() dispatches (run once, before any candidate code):
     what the harness's own copies of an output go through."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     seen: set[str] = set()
 
-    class _Seen(TorchDispatchMode):
+    class _Seen(HarnessMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             seen.add(func.name())  # with its overload, as the dispatcher lists it: aten::index.Tensor
             return func(*args, **(kwargs or {}))

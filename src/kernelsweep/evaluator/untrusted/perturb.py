@@ -17,7 +17,8 @@ from collections import Counter
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+
+from kernelsweep.evaluator.untrusted.dispatchmode import HarnessMode
 
 
 def perturb_(t: torch.Tensor) -> None:
@@ -51,7 +52,7 @@ cpu_ns = time.thread_time_ns
 _TORCH_NAMESPACES = frozenset({"aten", "prims", "prim", "quantized", "sparse", "_quantized"})
 
 
-class _TorchWork(TorchDispatchMode):
+class _TorchWork(HarnessMode):
     """The CPU time of the torch operators an extension's call dispatches
     itself (at::add from its C++, or a Python callback into torch): PyTorch's
     work, not the candidate's own, taken out of the time inside the call.
