@@ -133,11 +133,11 @@ def test_demo_study_on_slurm_gets_the_local_verdicts(slurm_cluster, embedded_che
                   for cell in EXPECTED if got[cell] != EXPECTED[cell]}
     assert not mismatches, json.dumps(mismatches, indent=1)
 
-    # The cluster did the work: one completed SLURM job per evaluation (a react
+    # The cluster did the work: one completed SLURM job per turn's evaluations (a react
     # cell's evaluations are made inside its own react job).
     jobs = submitted_jobs(slurm_dir)
-    evaluate_ids = [job.job_id for job in jobs if job.name == "rule_evaluate"]
-    assert len(evaluate_ids) == len(evaluated_by_the_evaluate_rule(slurm_dir)) > 0
+    evaluate_ids = [job.job_id for job in jobs if job.name.startswith("rule_evaluate_n")]
+    assert len(evaluate_ids) == len({p.parents[1] for p in evaluated_by_the_evaluate_rule(slurm_dir)}) > 0
     states = scheduler_view([job.job_id for job in jobs])
     assert {v[0] for v in states.values()} == {"COMPLETED"}
     assert {states[i][1] for i in evaluate_ids} == {"cpu"}

@@ -16,8 +16,8 @@ TASKS = ["L0-001", "L0-002"]
 STEPS = ["analysis", "brief", "candidate", "build", "eval", "select", "final"]
 # Steps of rules the workflow marks `localrule` (they run beside Snakemake),
 # and the partition every other step must have run on.
-LOCAL_STEPS = {"tasks", "select", "final", "report"}
-PARTITION = {"analysis": "cpu", "brief": "cpu", "candidate": "cpu", "build": "cpu", "eval": "gpu"}
+LOCAL_STEPS = {"tasks", "final", "report"}
+PARTITION = {"analysis": "cpu", "brief": "cpu", "candidate": "cpu", "build": "cpu", "eval": "gpu", "select": "gpu"}
 
 
 def outputs(workdir: Path) -> dict[str, dict]:
@@ -65,6 +65,8 @@ def test_tiny_workflow_runs_as_slurm_jobs_and_matches_a_local_run(tiny_workflow_
             # SLURM gave the job its GPU (CUDA_VISIBLE_DEVICES=0); the wrapper
             # mapped slot 0 onto it rather than inventing an id.
             assert where["CUDA_VISIBLE_DEVICES"] == "0" and where["KERNELSWEEP_GPU_SLOT"] == "0", path
+        elif step_of(path) == "select":  # the same job, after its evaluation, outside the wrapper
+            assert where["CUDA_VISIBLE_DEVICES"] == "0" and where["KERNELSWEEP_GPU_SLOT"] is None, path
         else:
             assert where["CUDA_VISIBLE_DEVICES"] is None, path
         if step_of(path) == "build":
@@ -75,15 +77,17 @@ def test_tiny_workflow_runs_as_slurm_jobs_and_matches_a_local_run(tiny_workflow_
     role_ids = {slurm[f"out/{t}/{s}.json"]["where"]["SLURM_JOB_ID"] for t in TASKS for s in ("analysis", "brief")}
     assert len(role_ids) == 1, f"analyze/research were not grouped: {role_ids}"
     assert any(job.name.startswith("group_roles") for job in jobs), [job.name for job in jobs]
-    # Timing jobs stay one per candidate.
+    # Timing jobs stay one per turn, its selection in the same job.
     assert len({slurm[f"out/{t}/eval.json"]["where"]["SLURM_JOB_ID"] for t in TASKS}) == 2
+    assert all(slurm[f"out/{t}/select.json"]["where"]["SLURM_JOB_ID"] == slurm[f"out/{t}/eval.json"]["where"]["SLURM_JOB_ID"]
+               for t in TASKS)
 
 
 def dry_run_resources(tmp_path: Path, **env: str) -> dict[str, str]:
-    """The resources snakemake would give the evaluate jobs under the profile."""
+    """The resources snakemake would give the evaluation jobs under the profile."""
     proc = run_snakemake(["-s", str(SNAKEFILE), "--workflow-profile", str(PROFILE), "-n"], tmp_path, timeout=120, **env)
     text = proc.stdout + proc.stderr
-    block = text[text.index("rule evaluate:"):]
+    block = text[text.index("rule evaluate_n1:"):]
     line = next(l for l in block.splitlines() if l.strip().startswith("resources:"))
     return dict(item.split("=", 1) for item in line.split(":", 1)[1].strip().split(", "))
 

@@ -68,7 +68,7 @@ def test_cuda_l1_config_plans_one_cell_per_row(tmp_path):
     assert proc.returncode == 0, proc.stderr + proc.stdout
     table = proc.stdout.split("Job stats:")[-1]
     counts = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE)}
-    assert counts["generate_n1"] == counts["evaluate"] == counts["final"] == 250 and counts["report"] == 1
+    assert counts["generate_n1"] == counts["evaluate_n1"] == counts["final"] == 250 and counts["report"] == 1
 
 
 @pytest.mark.slow

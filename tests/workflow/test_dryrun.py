@@ -28,7 +28,7 @@ def test_demo_dry_run_lists_every_stage(tmp_path):
     tasks = counts["tasks"]
     assert tasks == 2  # L0-001 and L0-003: the demo's 15-minute budget (config/config.yaml)
     # feedback runs between agentic turns; the demo's agentic method has one turn (the paper study has it)
-    for rule in ("generate_n1", "generate_n2", "compile_n1", "compile_n2", "evaluate", "select", "final",
+    for rule in ("generate_n1", "generate_n2", "compile_n1", "compile_n2", "evaluate_n1", "evaluate_n2", "final",
                  "report", "baseline", "profile", "analyze", "research"):
         assert counts.get(rule, 0) > 0, (rule, counts)
     # the embedded model is prepared once per checkout: planned only while its checkpoint is absent
@@ -39,10 +39,10 @@ def test_demo_dry_run_lists_every_stage(tmp_path):
     if not prepared:
         assert "priority: 100" in jobs["prepare_model"]
     assert all("priority: 10" in jobs[rule] for rule in ("generate_n1", "generate_n2", "analyze", "research", "react"))
-    assert "priority" not in jobs["evaluate"]
-    # two rows (gemma270m and the recorded responses), each:
-    # zero_shot + guided: 1 turn x 1 candidate; iterative: 2 turns x 1; agentic: 1 turn x 2 candidates
-    assert counts["evaluate"] == 2 * tasks * (1 + 1 + 2 + 2)
+    assert "priority" not in jobs["evaluate_n1"]
+    # two rows (gemma270m and the recorded responses), each: one evaluation job per turn,
+    # zero_shot + guided: 1 turn of 1 candidate; iterative: 2 turns of 1; agentic: 1 turn of 2 candidates
+    assert counts["evaluate_n1"] == 2 * tasks * (1 + 1 + 2) and counts["evaluate_n2"] == 2 * tasks * 1
     assert counts["generate_n1"] == 2 * tasks * (1 + 1 + 2) and counts["generate_n2"] == 2 * tasks * 1
     assert "feedback" not in counts
     assert counts["final"] == 2 * 4 * tasks  # 2 rows x 4 methods x tasks x 1 sample (react: its own rule)
@@ -59,8 +59,11 @@ def test_paper_dry_run_plans_full_study_without_network(tmp_path):
     assert "prepare_model" not in counts  # the demo's model is not inherited
     assert counts["baseline"] == 30 and counts["report"] == 1
     assert counts["feedback"] > 0 and counts["analyze"] > 0 and counts["research"] > 0
-    # turns x candidates of every method, summed: 1 + 1 + 3 + 3*4*4 (agentic, no_*) + 1*4 + 3*(1+2+8)
-    assert counts["evaluate"] == 30 * (1 + 1 + 3 + 4 * 12 + 4 + 3 * 11)
+    # one evaluation job per turn: turns x candidates of every method, summed, are
+    # 1 + 1 + 3 + 3*4*4 (agentic, no_*) + 1*4 + 3*(1+2+8) evaluations per task
+    evaluations = sum(n * counts[f"evaluate_n{n}"] for n in (1, 2, 4, 8))
+    assert evaluations == 30 * (1 + 1 + 3 + 4 * 12 + 4 + 3 * 11)
+    assert counts["evaluate_n4"] == 30 * (4 * 3 + 1) and counts["evaluate_n1"] == 30 * (1 + 1 + 3 + 3)
 
 
 def test_timing_devices_reach_every_timed_job(tmp_path):
@@ -72,10 +75,12 @@ def test_timing_devices_reach_every_timed_job(tmp_path):
     path.write_text(yaml.safe_dump(config))
     proc = run(["-n", "-p", "--configfile", str(path)])
     assert proc.returncode == 0, proc.stderr + proc.stdout
-    timed = [line for line in proc.stdout.splitlines() if "kernelsweep gpu-slots run" in line]
+    timed = [line for line in proc.stdout.splitlines()
+             if "kernelsweep gpu-slots run" in line or "kernelsweep evaluate-turn" in line]
     counts = job_counts(proc.stdout)
-    assert len(timed) == counts["evaluate"] + counts["profile"] + counts["baseline"]
-    assert all("--gpus auto --devices 1,2 --" in line for line in timed)
+    assert len(timed) == counts["evaluate_n1"] + counts["evaluate_n2"] + counts["profile"] + counts["baseline"]
+    # an evaluation job passes them on to `gpu-slots run`, once per candidate (--slots)
+    assert all(re.search(r"--gpus auto --devices 1,2'? --", line) for line in timed), timed
 
 
 def test_invalid_config_stops_before_any_job(tmp_path):

@@ -75,8 +75,8 @@ def test_dry_run_of_a_finished_study_with_an_outage_record_changes_nothing(tmp_p
     output = proc.stdout + proc.stderr
     assert "1 response record(s) held an outage" in output and str(results / RECORD) in output
     # The call and everything after it, nothing else.
-    assert planned(proc) == {"retire_outage_record": 1, "generate_n1": 1, "compile_n1": 1, "evaluate": 1,
-                             "select": 1, "final": 1, "report": 1, "all": 1}, proc.stdout[-3000:]
+    assert planned(proc) == {"retire_outage_record": 1, "generate_n1": 1, "compile_n1": 1, "evaluate_n1": 1,
+                             "final": 1, "report": 1, "all": 1}, proc.stdout[-3000:]
 
 
 def test_results_from_before_precision_was_a_path_part_stop_the_plan_and_stay(tmp_path):

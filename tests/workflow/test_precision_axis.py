@@ -46,7 +46,7 @@ def test_two_precisions_plan_every_job_per_precision(tmp_path):
     proc = plan(study(tmp_path / "two", ["fp32", "bf16"]))
     assert proc.returncode == 0, proc.stderr + proc.stdout
     two = job_counts(proc.stdout)
-    for rule in ("generate_n1", "generate_n2", "compile_n1", "compile_n2", "evaluate", "select", "final", "react",
+    for rule in ("generate_n1", "generate_n2", "compile_n1", "compile_n2", "evaluate_n1", "evaluate_n2", "final", "react",
                  "analyze", "research", "feedback", "baseline", "profile"):
         assert two[rule] == 2 * one[rule] > 0, (rule, one, two)
     for rule in ("tasks", "reference_source", "study_manifest", "report"):  # shared by both precisions
@@ -55,8 +55,8 @@ def test_two_precisions_plan_every_job_per_precision(tmp_path):
     lines = proc.stdout.splitlines()
     for precision in ("fp32", "bf16"):
         # each timed job runs at its cell's precision, on its precision's reference profile and baseline
-        evaluations = [line for line in lines if "kernelsweep evaluate-candidate" in line and f"/runs/{precision}/" in line]
-        assert len(evaluations) == two["evaluate"] // 2
+        evaluations = [line for line in lines if "kernelsweep evaluate-turn" in line and f"/runs/{precision}/" in line]
+        assert len(evaluations) == (two["evaluate_n1"] + two["evaluate_n2"]) // 2
         assert all(f"--precision {precision} " in line for line in evaluations)
         for stage in ("profile", "baseline"):
             assert f"{results}/{stage}/cpu/{precision}/L0-001.json" in proc.stdout

@@ -59,7 +59,7 @@ def test_dry_run_plans_the_whole_dag(tmp_path):
     assert counts["tasks"] == 30 and counts["reference_source"] == 30
     assert counts["profile"] == 30 and counts["baseline"] == 30
     # 30 tasks x (zero_shot 1 + guided 1 + iterative 3 turns) recorded responses
-    assert counts["generate_n1"] == counts["compile_n1"] == counts["evaluate"] == counts["select"] == 150
+    assert counts["generate_n1"] == counts["compile_n1"] == counts["evaluate_n1"] == 150
     assert counts["final"] == 90 and counts["report"] == 1 and counts["study_manifest"] == 1
     assert "prepare_model" not in counts  # no model to prepare, no server
 
@@ -72,7 +72,7 @@ def test_shared_material_elsewhere_is_named_on_the_command_line(tmp_path):
                 f"tasks={{path: {shared}/kernelbench}}",
                 f"models={{qwen7b: {{path: {shared}/replay/kernelbench-agentic}}}}"])
     assert proc.returncode == 0, proc.stderr + proc.stdout
-    assert job_counts(proc.stdout)["evaluate"] == 150
+    assert job_counts(proc.stdout)["evaluate_n1"] == 150
     assert f"--path {shared}/kernelbench" in proc.stdout or str(shared / "kernelbench") in proc.stdout
 
 

@@ -43,4 +43,4 @@ def test_the_test_config_plans_the_smallest_run():
     table = proc.stdout.split("Job stats:")[-1]
     counts = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
     # one cell, and every stage of it once
-    assert counts.get("final") == 1 and counts.get("evaluate") == 1 and counts.get("report") == 1, counts
+    assert counts.get("final") == 1 and counts.get("evaluate_n1") == 1 and counts.get("report") == 1, counts

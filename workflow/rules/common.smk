@@ -310,9 +310,10 @@ def prompt_inputs(input):
     return as_json({k: v for k, v in input.items() if k not in ("model", "retired")})
 
 
-def select_inputs(wildcards):
+def evaluate_inputs(wildcards):
+    """A turn's evaluation job: its candidates' builds and the previous turn's selection."""
     m, t = method_of(wildcards), int(wildcards.turn)
-    found = {"evals": [fill(cand(layout.EVAL), wildcards, cand=c) for c in range(m["n"])]}
+    found = {"builds": [fill(cand(layout.BUILD), wildcards, cand=c) for c in range(m["n"])]}
     if t > 0:
         found["previous"] = fill(turn(layout.SELECT), wildcards, turn=t - 1)
     return found

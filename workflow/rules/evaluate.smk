@@ -9,11 +9,13 @@ COMPILE_TURN = (
     f'{ARCH_ENV} "$KERNELSWEEP_PYTHON" -m kernelsweep compile-turn --candidates {{input.candidates:q}} --device {DEVICE} {_BUILD_DIR} '
     f"--jobs {{threads}} --timeout {STUDY.config['evaluation']['compile_timeout_s']} > {{log:q}} 2>&1"
 )
-EVALUATE_CANDIDATE = (
-    f'{ARCH_ENV} "$KERNELSWEEP_PYTHON" -m kernelsweep gpu-slots run {shell_constant(SLOTS)} --late -- '
-    '"$KERNELSWEEP_PYTHON" -m kernelsweep evaluate-candidate '
-    "--build {input:q} "
-    f"--precision {{wildcards.precision}} {shell_constant(evaluation_args())} {_BUILD_DIR} --out {{output:q}} > {{log:q}} 2>&1"
+# One job per turn: each candidate on a claimed timing slot, as `gpu-slots run --late`
+# around `evaluate-candidate`, then the turn's selection (stages/evaluate_turn.py).
+EVALUATE_TURN = (
+    f'{ARCH_ENV} "$KERNELSWEEP_PYTHON" -m kernelsweep evaluate-turn --builds {{input.builds:q}} '
+    "--turn {wildcards.turn} {params.previous} --goal {params.goal} {params.last} --select {output.select:q} "
+    f"--slots {shell_constant(shlex.quote(SLOTS))} --logs {{params.logs:q}} -- "
+    f"--precision {{wildcards.precision}} {shell_constant(evaluation_args())} {_BUILD_DIR} > {{log:q}} 2>&1"
 )
 
 
@@ -43,23 +45,38 @@ for _n in sorted({m["n"] for m in METHODS.values()}):
             COMPILE_TURN
 
 
-# The inputs Snakemake needs for the order, no more (each input file costs planning
-# time; the reference study has ~2,700 evaluations): the candidate's build.json,
-# after its candidate.py and the task's reference (the compile job's inputs) and
-# its response.json (written with the candidate); `evaluate-candidate` finds
-# each of them from the build's place (study/layout.py).
-rule evaluate:
-    input:
-        cand(layout.BUILD),
-    output:
-        cand(layout.EVAL),
-    log:
-        cell_log("evaluate", f"{layout.TURN_DIR}/{layout.CAND_DIR}.log"),
-    benchmark:
-        cell_benchmark("evaluate", f"{layout.TURN_DIR}/{layout.CAND_DIR}.tsv")
-    conda:
-        TIMING_ENV
-    resources:
-        **TIMING_RESOURCE,
-    shell:
-        EVALUATE_CANDIDATE
+# One evaluation job per turn (the reference study plans ~2,700 evaluations: one job
+# each was most of its planning time). Its inputs are what Snakemake needs for the
+# order, no more (each input file costs planning time): the turn's build.json files,
+# after their candidate.py and the task's reference (the compile job's inputs) and
+# their response.json (written with the candidate), and the previous turn's
+# selection; `evaluate-candidate` finds each candidate's files from the build's place
+# (study/layout.py).
+for _n in sorted({m["n"] for m in METHODS.values()}):
+
+    rule:
+        name:
+            f"evaluate_n{_n}"
+        input:
+            unpack(evaluate_inputs),
+        output:
+            evals=[turn_cand(c, layout.EVAL) for c in range(_n)],
+            select=turn(layout.SELECT),
+        log:
+            cell_log("evaluate", f"{layout.TURN_DIR}.log"),
+        benchmark:
+            cell_benchmark("evaluate", f"{layout.TURN_DIR}.tsv")
+        wildcard_constraints:
+            method=methods_with_n(_n),
+        conda:
+            TIMING_ENV
+        resources:
+            **TIMING_RESOURCE,
+        params:
+            previous=lambda w, input: f"--previous {shlex.quote(input.previous)}" if "previous" in input.keys() else "",
+            goal=lambda w: method_of(w)["goal"],
+            last=lambda w: "--last" if int(w.turn) == method_of(w)["turns"] - 1 else "",
+            # each candidate's evaluation log, c<k>.log
+            logs=cell_log("evaluate", layout.TURN_DIR),
+        shell:
+            EVALUATE_TURN

@@ -1,5 +1,5 @@
 # Stages 4, 5, 8 and the agentic roles: prompt + generate (one job, two
-# products) -> (compile -> evaluate, see evaluate.smk) -> select, turn after
+# products) -> (compile -> evaluate and select, see evaluate.smk), turn after
 # turn, then final.json per cell. Every strategy is this one chain; a method's flags decide which inputs
 # a prompt reads (profile, previous selection, analysis, brief, feedback).
 
@@ -83,25 +83,6 @@ rule retire_outage_record:
     localrule: True
     run:
         move_outage_record(wildcards.record, log[0])
-
-
-rule select:
-    input:
-        unpack(select_inputs),
-    output:
-        turn(layout.SELECT),
-    log:
-        cell_log("select", f"{layout.TURN_DIR}.log"),
-    localrule: True
-    conda:
-        CPU_ENV
-    params:
-        previous=lambda w, input: f"--previous {shlex.quote(input.previous)}" if "previous" in input.keys() else "",
-        goal=lambda w: method_of(w)["goal"],
-        last=lambda w: "--last" if int(w.turn) == method_of(w)["turns"] - 1 else "",
-    shell:
-        '"$KERNELSWEEP_PYTHON" -m kernelsweep select --turn {wildcards.turn} --evals {input.evals:q} {params.previous} '
-        "--goal {params.goal} {params.last} --out {output:q} > {log:q} 2>&1"
 
 
 rule final:

@@ -1,4 +1,5 @@
-"""`kernelsweep select`: the best candidate so far, monotone across turns.
+"""The best candidate so far, monotone across turns (the turn's selection,
+written by `kernelsweep evaluate-turn`).
 
 The previous turn's best is considered first, so a tie keeps the earlier turn and
 a later broken turn can never displace an earlier working one
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelsweep.core.fileio import read_json, write_json
+from kernelsweep.core.fileio import read_json
 from kernelsweep.study.layout import key_of
 from kernelsweep.core.verdict import CATEGORIES, SUCCESS_CATEGORIES, best_of
 
@@ -63,21 +64,3 @@ def select(turn: int, eval_paths: list[str], previous: dict[str, Any] | None, go
         "stop_reason": reason,
     }
 
-
-def configure(parser) -> None:
-    parser.add_argument("--turn", type=int, required=True)
-    parser.add_argument("--evals", nargs="+", required=True, help="this turn's eval.json files, in candidate order")
-    parser.add_argument("--previous", help="the previous turn's select.json")
-    parser.add_argument("--goal", choices=sorted(GOALS), default="faster")
-    parser.add_argument("--last", action="store_true", help="this is the method's last turn")
-    parser.add_argument("--out", required=True)
-
-
-def main(args) -> int:
-    previous = read_json(args.previous) if args.previous else None
-    record = select(args.turn, args.evals, previous, args.goal, args.last)
-    write_json(args.out, record)
-    best = record["best"]
-    print(f"{args.out}: best={best and (best['turn'], best['cand'])} "
-          f"category={record['best_eval'] and record['best_eval']['category']} stop={record['stop']}")
-    return 0
