@@ -95,3 +95,28 @@ def test_a_kept_record_is_keyed_by_what_it_judged(tmp_path):
         changed.write_text(before + " changed")
         assert resume_key(build, ["--precision", "fp32"]) != key, changed
         changed.write_text(before)
+
+
+@pytest.mark.slow
+def test_a_turn_with_nothing_to_run_for_a_candidate_claims_nothing_for_it(tmp_path):
+    """A candidate whose model call left an outage record fails the job (no verdict from an
+    outage) after the others are evaluated and kept; a stopped one is recorded without a slot."""
+    results = tmp_path / "results"
+    builds = a_turn(results)
+    response = builds[1].parent / "response.json"
+    response.write_text(json.dumps({"status": "failed", "error": {
+        "type": "GenerationFailed", "message": "POST http://127.0.0.1:8000/v1/chat/completions failed after "
+                                               "5 attempt(s): ConnectError: [Errno 111] Connection refused"}}))
+    refused = subprocess.run(command(results, builds), capture_output=True, text=True, timeout=600)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "records an outage, not the model's answer" in refused.stderr
+    assert (builds[0].parent / RESUME).is_file() and not (results / TURN / "select.json").exists()
+    assert not list(results.rglob("eval.json"))
+
+    response.write_text(json.dumps({"status": "stopped"}))
+    done = subprocess.run(command(results, builds), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{builds[0].parent}: kept from an earlier run of this turn" in done.stdout
+    assert json.loads((builds[1].parent / "eval.json").read_text())["category"] == "stopped"
+    assert not (results / "logs" / "c1.log").exists()  # no evaluation process, no slot
+    assert json.loads((results / TURN / "select.json").read_text())["best"]["cand"] == 0
