@@ -42,7 +42,7 @@ def resume_key(build: Path, candidate_args: list[str]) -> str:
     h = hashlib.sha256()
     candidate = layout.cand_file(build, layout.CANDIDATE)
     for path in (build, candidate, layout.cand_file(build, layout.RESPONSE), layout.reference_of(candidate)):
-        h.update(str(path.name).encode() + b"\0")
+        h.update(path.name.encode() + b"\0")
         h.update(path.read_bytes() if path.is_file() else b"(missing)")
         h.update(b"\0")
     h.update(json.dumps(candidate_args).encode())
@@ -111,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
     for path, record in zip(evals, records):
         write_json(path, record)
     previous = read_json(args.previous) if args.previous else None
-    chosen = select.select(args.turn, [str(p) for p in evals], previous, args.goal, args.last)
+    chosen = select.select_evaluated(args.turn, [(str(p), r) for p, r in zip(evals, records)], previous,
+                                     args.goal, args.last)
     write_json(args.select, chosen)
     for build in builds:
         (build.parent / RESUME).unlink(missing_ok=True)

@@ -26,7 +26,13 @@ def _turn_and_cand(eval_path: str) -> tuple[int, int]:
 
 
 def select(turn: int, eval_paths: list[str], previous: dict[str, Any] | None, goal: str, last: bool) -> dict[str, Any]:
-    evaluated = [(p, read_json(p)) for p in eval_paths]
+    """The selection of a turn whose eval.json files are written."""
+    return select_evaluated(turn, [(p, read_json(p)) for p in eval_paths], previous, goal, last)
+
+
+def select_evaluated(turn: int, evaluated: list[tuple[str, dict[str, Any]]], previous: dict[str, Any] | None,
+                     goal: str, last: bool) -> dict[str, Any]:
+    """The selection from (eval.json path, its record) pairs, in candidate order."""
     # Records that are not evaluations (stopped turn, failed model call) take no part.
     contenders: list[tuple[dict[str, Any], dict[str, Any]]] = []
     if previous and previous.get("best"):
