@@ -25,7 +25,7 @@ from typing import Any
 import signal
 
 from kernelsweep.runtime import process_group, taskcode
-from kernelsweep.evaluator import confine, messages, settings
+from kernelsweep.evaluator import confine, messages, run_queue, settings
 from kernelsweep.runtime.process_group import kill_group
 
 
@@ -415,6 +415,11 @@ class Worker:
             except OSError:
                 continue
         return found
+
+    def scheduler_sample(self) -> run_queue.Sample | None:
+        """The kernel's accounting of the worker's timing thread (its main
+        thread) and its tree, for the trusted clock (run_queue.py)."""
+        return run_queue.sample(self._inner_pid or self._proc.pid, self._members())
 
     def _signal_members(self, sig: int) -> None:
         for pid in self._members():

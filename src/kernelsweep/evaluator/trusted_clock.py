@@ -12,7 +12,10 @@ the window: what the claimed times cannot explain, beyond the reference's
 own unexplained time, is the candidate's hidden time.
 
 hidden per call = median over blocks of
-    [(window_c - sum claimed_c) - (window_r - sum claimed_r)] / calls
+    [(window_c - excused_c - sum claimed_c) - (window_r - excused_r - sum claimed_r)] / calls
+where a block's excused time is what the scheduler kept that worker waiting
+for other jobs (run_queue.py): on a loaded host, the machine's share of the
+window, never the worker's own threads' or processes'.
 When three blocks in four show it beyond the noise bound (the reference's
 own block-to-block spread of unexplained time, never below HIDDEN_FLOOR_MS),
 over at least MIN_BLOCKS block pairs, it is flagged `timing_unaccounted`. On
@@ -40,13 +43,16 @@ MIN_BLOCKS = 6           # ...nor from fewer block pairs (no spread to speak of)
 
 @dataclass(frozen=True)
 class Block:
-    """One timed block: the parent's window and the worker's claimed times."""
+    """One timed block: the parent's window, the worker's claimed times, and
+    the part of the window the scheduler kept the worker waiting for other
+    jobs (run_queue.py: the machine's load, not the worker's work)."""
     window_ms: float
     claimed_ms: Sequence[float]
+    excused_ms: float = 0.0
 
     @property
     def unexplained_ms(self) -> float:
-        return self.window_ms - float(sum(self.claimed_ms))
+        return self.window_ms - self.excused_ms - float(sum(self.claimed_ms))
 
 
 def audit(reference: Sequence[Block], candidate: Sequence[Block], *,
@@ -58,10 +64,12 @@ def audit(reference: Sequence[Block], candidate: Sequence[Block], *,
     pairs = [(r, c) for r, c in zip(reference, candidate) if c.claimed_ms and r.claimed_ms]
     if not pairs:
         return {"hidden_ms_per_call": None, "trusted_ms_per_call": None, "noise_ms_per_call": None,
-                "claimed_ms_per_call": None, "unaccounted": False, "charged_ms_per_call": 0.0}
+                "claimed_ms_per_call": None, "excused_ms_per_call": None, "unaccounted": False,
+                "charged_ms_per_call": 0.0}
     hidden = [(c.unexplained_ms - r.unexplained_ms) / len(c.claimed_ms) for r, c in pairs]
     overhead = [r.unexplained_ms / len(r.claimed_ms) for r, _ in pairs]
-    trusted = [(c.window_ms / len(c.claimed_ms)) - o for (_, c), o in zip(pairs, overhead)]
+    trusted = [((c.window_ms - c.excused_ms) / len(c.claimed_ms)) - o for (_, c), o in zip(pairs, overhead)]
+    excused = float(np.median([c.excused_ms / len(c.claimed_ms) for _, c in pairs]))
     q75, q25 = np.percentile(overhead, [75, 25]) if len(overhead) > 1 else (0.0, 0.0)
     noise = max(HIDDEN_FLOOR_MS, NOISE_SPREADS * float(q75 - q25))
     claimed = float(np.median([x for _, c in pairs for x in c.claimed_ms]))
@@ -71,6 +79,7 @@ def audit(reference: Sequence[Block], candidate: Sequence[Block], *,
     unaccounted = len(pairs) >= MIN_BLOCKS and float(np.percentile(hidden, 25)) > noise
     return {"hidden_ms_per_call": round(excess, 6), "trusted_ms_per_call": round(float(np.median(trusted)), 6),
             "noise_ms_per_call": round(noise, 6), "claimed_ms_per_call": round(claimed, 6),
+            "excused_ms_per_call": round(excused, 6),
             "unaccounted": unaccounted, "charged_ms_per_call": round(excess, 6) if unaccounted and charge else 0.0}
 
 

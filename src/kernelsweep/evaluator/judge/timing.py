@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kernelsweep.core import metrics
-from kernelsweep.evaluator import settings, source, trusted_clock
+from kernelsweep.evaluator import run_queue, settings, source, trusted_clock
 from kernelsweep.evaluator.judge import correctness, draws, evidence
 
 if TYPE_CHECKING:
@@ -201,27 +201,35 @@ def _ref_block(ev: Evaluation, ref: Worker, cand: Worker | None, seeds: list[int
         if cand is not None:
             cand.freeze()
         try:
-            sent = time.monotonic()
-            reply = ref.request("block", seeds=seeds, synchronized=synchronized)
-            window = time.monotonic() - sent
+            window, reply = _window(ref, windows is not None, seeds=seeds, synchronized=synchronized)
         finally:
             if cand is not None:
                 cand.thaw()
     ev.reference_ok(ref, reply, "being timed" if cand is not None else "being timed again")
     if windows is not None:
-        windows.append(trusted_clock.Block(window * 1e3, reply["ms"]))
+        windows.append(trusted_clock.Block(window[0], reply["ms"], window[1]))
     return reply["ms"]
+
+
+def _window(worker: Worker, sampled: bool, **args: Any) -> tuple[tuple[float, float], dict | None]:
+    """A timed block's request, with the parent's window around it and the
+    part of it the scheduler kept the worker waiting for others (run_queue.py),
+    both in ms; the reply."""
+    before = worker.scheduler_sample() if sampled else None
+    sent = time.monotonic()
+    reply = worker.request("block", **args)
+    window = time.monotonic() - sent
+    excused = run_queue.excused_ms(before, worker.scheduler_sample()) if sampled else 0.0
+    return (window * 1e3, excused), reply
 
 
 def _cand_block(ev: Evaluation, cand: Worker, windows: list[trusted_clock.Block], flush_bytes: int,
                 **args: Any) -> dict | None:
     """The candidate's timed calls, its block's window kept (trusted_clock.py)."""
     with ev.spent("timing_candidate"):
-        sent = time.monotonic()
-        reply = cand.request("block", **args)
-        window = time.monotonic() - sent
+        window, reply = _window(cand, True, **args)
     if reply and reply.get("status") == "ok" and isinstance(reply.get("ms"), list):
-        windows.append(trusted_clock.Block(window * 1e3, reply["ms"]))
+        windows.append(trusted_clock.Block(window[0], reply["ms"], window[1]))
         # The clock the parent set up: events on a GPU, the flush it sent. Another
         # is the candidate's change to the harness's clock, not a timing.
         used = reply.get("clock")

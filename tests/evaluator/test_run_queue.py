@@ -1,0 +1,99 @@
+"""What the scheduler says about a worker (evaluator/run_queue.py), on real
+processes sharing one core: the wait another job causes is excused; the wait
+the worker's own helper causes (the helper doing the work the timing thread
+hides) is not, nor is any wait once a process of the tree has ended."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kernelsweep.evaluator import run_queue
+
+CORE = min(os.sched_getaffinity(0))
+# A busy main thread on CORE; with "helper", a busy child process beside it on the same core
+# ("reaped": the child's end is reaped at once, so it leaves no zombie).
+BUSY = """
+import os, signal, sys, time
+os.sched_setaffinity(0, {%d})
+if sys.argv[1] == "reaped":
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+if sys.argv[1] in ("helper", "reaped") and os.fork() == 0:
+    end = time.monotonic() + 30
+    while time.monotonic() < end: pass
+    os._exit(0)
+print("ready", flush=True)
+end = time.monotonic() + 30
+while time.monotonic() < end: pass
+""" % CORE
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(c) for c in f.read().split()]
+
+
+def _tree(pid: int) -> list[int]:
+    return [pid, *_children(pid)]
+
+
+@pytest.fixture
+def start():
+    procs = []
+
+    def run(*argv: str) -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-c", *argv], stdout=subprocess.PIPE, text=True)
+        procs.append(proc)
+        return proc
+
+    yield run
+    for proc in procs:
+        for pid in _tree(proc.pid) if proc.poll() is None else []:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        proc.wait()
+
+
+def _measure(worker: subprocess.Popen, seconds: float = 0.6) -> tuple[float, float]:
+    """(excused, waited) in ms over SECONDS of the worker's life."""
+    assert worker.stdout.readline().strip() == "ready"
+    time.sleep(0.1)  # its helper (if any) is running by now
+    before = run_queue.sample(worker.pid, _tree(worker.pid))
+    time.sleep(seconds)
+    after = run_queue.sample(worker.pid, _tree(worker.pid))
+    assert before is not None and after is not None, "the kernel keeps no per-thread accounting here"
+    return run_queue.excused_ms(before, after), (after.wait_ns - before.wait_ns) / 1e6
+
+
+def test_the_wait_another_job_causes_is_excused(start):
+    hog = start(BUSY, "alone")
+    assert hog.stdout.readline().strip() == "ready"
+    excused, waited = _measure(start(BUSY, "alone"))
+    assert waited > 150 and excused > 0.8 * waited, (excused, waited)
+
+
+def test_the_wait_its_own_helper_causes_is_not(start):
+    excused, waited = _measure(start(BUSY, "helper"))
+    assert waited > 150 and excused < 0.5 * waited, (excused, waited)
+
+
+@pytest.mark.parametrize("end", ["helper", "reaped"])
+def test_nothing_is_excused_once_a_process_of_the_tree_has_ended(start, end):
+    """A zombie, or a process gone from the tree: what it did in the block is not known."""
+    worker = start(BUSY, end)
+    assert worker.stdout.readline().strip() == "ready"
+    time.sleep(0.1)
+    before = run_queue.sample(worker.pid, _tree(worker.pid))
+    for pid in _children(worker.pid):
+        os.kill(pid, 9)
+    time.sleep(0.3)
+    after = run_queue.sample(worker.pid, _tree(worker.pid))
+    assert before is not None and len(before.tree_ns) == 2
+    if end == "helper":
+        assert after is None
+    else:
+        assert after is not None and len(after.tree_ns) == 1 and run_queue.excused_ms(before, after) == 0.0
