@@ -626,13 +626,15 @@ def test_a_forged_count_of_the_kernels_time_is_a_cheat(run_eval, tmp_path):
     _never_forged(r)
 
 
-def test_work_deferred_into_the_dispatcher_is_a_cheat(run_eval):
+@pytest.mark.parametrize("way", ["library", "forged"])
+def test_work_deferred_into_the_dispatcher_is_a_cheat(run_eval, tmp_path, way):
     """Issue 34: the candidate's own CPU kernel for aten::clone, through which
     the harness's copies of a timed output go: the copy saved for a check
     computes the sum, outside every timed span (believed 4.5x with a C++
     kernel so). The guard compares the dispatcher's tables of the operators
-    the harness uses at every save: candidate code inside the harness."""
-    r = _adv(run_eval, "slow_add", "defer_into_dispatcher", timing_trials=40)
+    the harness uses at every save: candidate code inside the harness, also
+    when its registration names torch's own file and line (forged)."""
+    r = run_eval("slow_add", _from_template("defer_into_dispatcher", tmp_path, WAY=way), timing_trials=40)
     assert r["category"] == "cheat" and {"interpreter_hooks", "patched_harness"} & set(r["flags"]), _why(r)
     _never_forged(r)
 

@@ -264,6 +264,15 @@ def test_cuda_harness_reach_is_a_cheat(run_cuda, name, flags):
     _never_forged(r)
 
 
+def test_cuda_a_forged_registration_in_the_dispatcher_is_a_cheat(run_cuda, tmp_path):
+    """The CUDA kernel for aten::clone registered under the file and line of
+    torch's own kernel: every kernel added to an operator the harness uses counts."""
+    r = run_cuda("slow_add", _from_template(ADV / "defer_into_dispatcher.py", tmp_path, WAY="forged"),
+                 timing_trials=40)
+    assert r["category"] == "cheat" and {"interpreter_hooks", "patched_harness"} & set(r["flags"]), _why(r)
+    _never_forged(r)
+
+
 def test_cuda_an_honest_candidate_has_no_hidden_time(run_cuda):
     """The look-alike: the same row-by-row sum inside forward (64 launches a
     call): its windows are recorded and not flagged."""

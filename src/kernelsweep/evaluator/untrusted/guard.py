@@ -87,7 +87,6 @@ def _harness_bindings() -> dict[str, int]:
 
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
-_REGISTRATION_API = (os.path.join(_TORCH_DIR, "library.py"), os.path.join(_TORCH_DIR, "_library") + os.sep)
 _REGISTERED_AT = re.compile(r"registered at (.+?)(?: ::|$)")
 
 
@@ -204,13 +203,15 @@ class Guard:
 
     def overridden_ops(self, only: list[str] | None = None) -> list[str]:
         """Operators that existed before the candidate ran and have since been
-        given a kernel registered from outside torch's own files (torch.library
-        or a C++ TORCH_LIBRARY_IMPL over aten::clone, say): the harness's own
-        copies and comparisons dispatch through them too. A candidate's
-        operators in its own namespace are new, and not counted. For ONLY (the
-        harness's operators) a kernel registered through torch's public API
-        (torch/library.py, torch/_library/) counts too: that file is torch's,
-        the caller is not; torch registers none for them as it runs."""
+        given another kernel (torch.library or a C++ TORCH_LIBRARY_IMPL over
+        aten::clone, say): the harness's own copies and comparisons dispatch
+        through them too. A candidate's operators in its own namespace are new,
+        and not counted. For ONLY (the harness's operators) every kernel added
+        counts, whatever file it says it was registered at: that text is the
+        registering code's to write (a `#line`, or torch._C._dispatch_library
+        called with torch's own build path), and torch registers none for them
+        as it runs. For the others a kernel registered at torch's own files or
+        build tree is torch's (a library it loads later)."""
         found = []
         for op in self._dispatch if only is None else only:
             before = self._dispatch.get(op)
@@ -219,18 +220,21 @@ class Guard:
             now = torch._C._dispatch_dump(op)
             if now == before:
                 continue
-            old = set(before.splitlines())
+            old: dict[str, int] = {}  # lines counted (a line added twice over is added), in builtins only
+            for line in before.splitlines():
+                old[line] = old.get(line, 0) + 1
             for line in now.splitlines():
+                if old.get(line, 0) > 0:
+                    old[line] -= 1
+                    continue
                 where = _REGISTERED_AT.search(line)
-                if line not in old and where and not self._torchs(where.group(1), strict=only is not None):
+                if where and (only is not None or not self._torchs(where.group(1))):
                     found.append(f"dispatcher {op} ({line.split(':', 1)[0].strip()})")
                     break
         return found
 
-    def _torchs(self, where: str, strict: bool) -> bool:
-        if where.startswith(_TORCH_DIR):
-            return not (strict and where.startswith(_REGISTRATION_API))
-        return _root(where) in self._torch_roots
+    def _torchs(self, where: str) -> bool:
+        return where.startswith(_TORCH_DIR) or _root(where) in self._torch_roots
 
     def patched_torch(self) -> list[str]:
         """Torch's namespaces, and its operators given a kernel of the
