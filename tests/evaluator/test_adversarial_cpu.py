@@ -616,6 +616,19 @@ def test_time_moved_into_a_finalizer_is_charged(run_eval):
     assert r["faster"] is False and r["timing_verdict"] == "slower", _why(r)
 
 
+def test_work_moved_to_a_helper_thread_is_charged(run_eval):
+    """Issue 34: right outputs at once, and ~10 ms of CPU work a call handed
+    to a thread that does it on the other core while the harness flushes the
+    cache: the window hardly grows, the CPU time of the worker's other
+    threads does (run_queue.py). Both sides are held to one thread on the
+    CPU: flagged, charged to every timed call."""
+    r = _adv(run_eval, "add", "defer_into_helper_thread", timing_trials=40)
+    windows = r["timing"]["windows"]
+    assert r["category"] == "no_custom_kernel" and "timing_unaccounted" in r["flags"], (_why(r), windows)
+    assert windows["other_threads_ms_per_call"] > 1 and windows["charged_ms_per_call"] > 1, windows
+    assert r["runtime_ms"]["median"] > 1 and r["timing_verdict"] == "slower", _why(r)
+
+
 def test_a_forged_count_of_the_kernels_time_is_a_cheat(run_eval, tmp_path):
     """Issue 34: the identity extension, and the harness's own count of the
     time inside extension calls raised by a second on each call, found through

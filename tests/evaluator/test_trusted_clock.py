@@ -85,3 +85,24 @@ def test_a_worker_kept_waiting_by_other_jobs_is_excused_that_wait():
     hiding = [Block(w + 20, [0.1] * 4, excused_ms=20) for w in (50, 51, 50, 52)] * 2
     got = audit(ref, hiding, charge=True)
     assert got["unaccounted"] and got["hidden_ms_per_call"] > 4 and got["excused_ms_per_call"] == 5
+
+
+def test_the_cpu_time_of_other_threads_is_recorded():
+    """Informational: a helper busy on another core beside the harness's work."""
+    ref = [Block(50, [5] * 4, others_ms=0.2)] * 8
+    cand = [Block(35, [1.2] * 4, others_ms=8.2)] * 8
+    assert audit(ref, cand, charge=True)["other_threads_ms_per_call"] == 2.0
+    assert audit(ref, [Block(35, [1.2] * 4)] * 8, charge=True)["other_threads_ms_per_call"] is None
+
+
+def test_a_helper_busy_beside_the_harness_is_charged_on_the_cpu():
+    """Its window is the honest one's (it works on another core while the
+    harness flushes), its other threads' CPU time is not: charged on the CPU,
+    recorded on a GPU."""
+    ref = [Block(50 + i % 2, [5] * 4, others_ms=0.1 * (i % 3)) for i in range(8)]
+    cand = [Block(35 + i % 2, [1.2] * 4, others_ms=8.0 + 0.1 * (i % 3)) for i in range(8)]
+    got = audit(ref, cand, charge=True)
+    assert got["unaccounted"] and got["charged_ms_per_call"] == got["other_threads_ms_per_call"] == 2.0
+    assert audit(ref, cand, charge=False)["charged_ms_per_call"] == 0.0
+    quiet = [Block(35 + i % 2, [1.2] * 4, others_ms=0.1 * (i % 3)) for i in range(8)]
+    assert not audit(ref, quiet, charge=True)["unaccounted"]

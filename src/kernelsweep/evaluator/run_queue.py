@@ -68,12 +68,19 @@ def sample(timing_pid: int, members: Iterable[int]) -> Sample | None:
     return Sample(run, wait, tree)
 
 
+def others_ms(before: Sample | None, after: Sample | None) -> float | None:
+    """The CPU time the worker's threads and processes other than its timing
+    thread used between two samples; None where it cannot be told."""
+    if before is None or after is None or not before.tree_ns.keys() <= after.tree_ns.keys():
+        return None
+    tree = sum(ns - before.tree_ns.get(pid, 0) for pid, ns in after.tree_ns.items())
+    return (tree - (after.run_ns - before.run_ns)) / 1e6
+
+
 def excused_ms(before: Sample | None, after: Sample | None) -> float:
     """The timing thread's wait between two samples that the worker's own
     other threads and processes do not explain."""
-    if before is None or after is None or not before.tree_ns.keys() <= after.tree_ns.keys():
+    others = others_ms(before, after)
+    if others is None:
         return 0.0
-    waited = after.wait_ns - before.wait_ns
-    tree = sum(ns - before.tree_ns.get(pid, 0) for pid, ns in after.tree_ns.items())
-    others = tree - (after.run_ns - before.run_ns)
-    return max(0.0, waited - max(0, others)) / 1e6
+    return max(0.0, (after.wait_ns - before.wait_ns) / 1e6 - max(0.0, others))

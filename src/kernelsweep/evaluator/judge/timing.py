@@ -207,20 +207,21 @@ def _ref_block(ev: Evaluation, ref: Worker, cand: Worker | None, seeds: list[int
                 cand.thaw()
     ev.reference_ok(ref, reply, "being timed" if cand is not None else "being timed again")
     if windows is not None:
-        windows.append(trusted_clock.Block(window[0], reply["ms"], window[1]))
+        windows.append(trusted_clock.Block(window[0], reply["ms"], *window[1:]))
     return reply["ms"]
 
 
-def _window(worker: Worker, sampled: bool, **args: Any) -> tuple[tuple[float, float], dict | None]:
-    """A timed block's request, with the parent's window around it and the
-    part of it the scheduler kept the worker waiting for others (run_queue.py),
-    both in ms; the reply."""
+def _window(worker: Worker, sampled: bool, **args: Any) -> tuple[tuple[float, float, float | None], dict | None]:
+    """A timed block's request; with SAMPLED, the parent's window around it,
+    the part of it the scheduler kept the worker waiting for other jobs, and
+    the CPU time of the worker's other threads and processes (run_queue.py),
+    in ms; the reply."""
     before = worker.scheduler_sample() if sampled else None
     sent = time.monotonic()
     reply = worker.request("block", **args)
-    window = time.monotonic() - sent
-    excused = run_queue.excused_ms(before, worker.scheduler_sample()) if sampled else 0.0
-    return (window * 1e3, excused), reply
+    window = (time.monotonic() - sent) * 1e3
+    after = worker.scheduler_sample() if sampled else None
+    return (window, run_queue.excused_ms(before, after), run_queue.others_ms(before, after)), reply
 
 
 def _cand_block(ev: Evaluation, cand: Worker, windows: list[trusted_clock.Block], flush_bytes: int,
@@ -229,7 +230,7 @@ def _cand_block(ev: Evaluation, cand: Worker, windows: list[trusted_clock.Block]
     with ev.spent("timing_candidate"):
         window, reply = _window(cand, True, **args)
     if reply and reply.get("status") == "ok" and isinstance(reply.get("ms"), list):
-        windows.append(trusted_clock.Block(window[0], reply["ms"], window[1]))
+        windows.append(trusted_clock.Block(window[0], reply["ms"], *window[1:]))
         # The clock the parent set up: events on a GPU, the flush it sent. Another
         # is the candidate's change to the harness's clock, not a timing.
         used = reply.get("clock")
