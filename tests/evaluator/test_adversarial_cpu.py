@@ -617,16 +617,17 @@ def test_time_moved_into_a_finalizer_is_charged(run_eval):
 
 
 def test_work_moved_to_a_helper_thread_is_charged(run_eval):
-    """Issue 34: right outputs at once, and ~10 ms of CPU work a call handed
-    to a thread that does it on the other core while the harness flushes the
+    """Issue 34: right outputs at once, and ~4 ms of CPU work a call handed to
+    a thread that does it on the other core while the harness flushes the
     cache: the window hardly grows, the CPU time of the worker's other
     threads does (run_queue.py). Both sides are held to one thread on the
-    CPU: flagged, charged to every timed call."""
+    CPU: charged to every timed call. (On a host too busy to give the helper
+    a core, the next call waits for it: the time is then claimed.)"""
     r = _adv(run_eval, "add", "defer_into_helper_thread", timing_trials=40)
     windows = r["timing"]["windows"]
-    assert r["category"] == "no_custom_kernel" and "timing_unaccounted" in r["flags"], (_why(r), windows)
-    assert windows["other_threads_ms_per_call"] > 1 and windows["charged_ms_per_call"] > 1, windows
-    assert r["runtime_ms"]["median"] > 1 and r["timing_verdict"] == "slower", _why(r)
+    assert r["category"] == "no_custom_kernel", (_why(r), windows)
+    assert r["runtime_ms"]["median"] > 1 and r["timing_verdict"] == "slower", (_why(r), windows)
+    assert "timing_unaccounted" in r["flags"] or windows["claimed_ms_per_call"] > 1, windows
 
 
 def test_a_forged_count_of_the_kernels_time_is_a_cheat(run_eval, tmp_path):
