@@ -16,7 +16,10 @@ candidate that keeps its timing thread waiting behind its own helper (which
 does the hidden work) is excused nothing. Nothing is excused where that
 time cannot be told: a process of the tree ended (or is a zombie) within
 the block, or the kernel keeps no per-thread accounting; the window is
-then judged as it is."""
+then judged as it is. The same samples give the CPU time of the worker's
+other threads and processes (`others_ms`): unknown for a block in which a
+process of the tree was reaped (its last work went with it, or to its
+reaper in clock ticks); a zombie's final count stays in."""
 
 from __future__ import annotations
 
@@ -32,19 +35,21 @@ _TICK_NS = 1e9 / os.sysconf("SC_CLK_TCK")
 class Sample:
     run_ns: int               # the timing thread's time on a CPU
     wait_ns: int              # ...and runnable but waiting for one
-    tree_ns: dict[int, int]   # each live process of the worker's tree: its CPU time
+    tree_ns: dict[int, int]   # each process of the worker's tree: its CPU time
+    zombies: frozenset[int] = frozenset()  # ...of which these have ended, unreaped
 
 
-def _process_cpu_ns(pid: int) -> int | None:
-    """The process's CPU time, all its threads (ended ones too), in ns (the
-    kernel's CPUCLOCK_SCHED clock of that process), with its reaped
-    children's (kept in clock ticks); None for a zombie."""
+def _process_cpu_ns(pid: int) -> tuple[int, bool]:
+    """The process's CPU time in ns, all its threads (ended ones too), with
+    its reaped children's; and whether it is a zombie. A live process's own
+    time is the kernel's CPUCLOCK_SCHED clock of it; a zombie's, its final
+    count in clock ticks (it runs no more)."""
     with open(f"/proc/{pid}/stat", "rb") as f:
         fields = f.read().rsplit(b")", 1)[1].split()
+    children = (int(fields[13]) + int(fields[14])) * _TICK_NS  # cutime, cstime (fields 16, 17)
     if fields[0] == b"Z":
-        return None
-    own = time.clock_gettime_ns(((~pid) << 3) | 2)
-    return own + int((int(fields[13]) + int(fields[14])) * _TICK_NS)  # cutime, cstime (fields 16, 17)
+        return int((int(fields[11]) + int(fields[12])) * _TICK_NS + children), True  # utime, stime
+    return time.clock_gettime_ns(((~pid) << 3) | 2) + int(children), False
 
 
 def sample(timing_pid: int, members: Iterable[int]) -> Sample | None:
@@ -57,15 +62,15 @@ def sample(timing_pid: int, members: Iterable[int]) -> Sample | None:
     except (OSError, ValueError):
         return None
     tree: dict[int, int] = {}
+    zombies = set()
     for pid in members:
         try:
-            ns = _process_cpu_ns(pid)
+            tree[pid], ended = _process_cpu_ns(pid)
         except (OSError, ValueError, IndexError):
             continue  # ended between the listing and the read: missed by the next sample
-        if ns is None:
-            return None
-        tree[pid] = ns
-    return Sample(run, wait, tree)
+        if ended:
+            zombies.add(pid)
+    return Sample(run, wait, tree, frozenset(zombies))
 
 
 def others_ms(before: Sample | None, after: Sample | None) -> float | None:
@@ -81,6 +86,6 @@ def excused_ms(before: Sample | None, after: Sample | None) -> float:
     """The timing thread's wait between two samples that the worker's own
     other threads and processes do not explain."""
     others = others_ms(before, after)
-    if others is None:
+    if others is None or before.zombies or after.zombies:  # a zombie's last moments are in ticks
         return 0.0
     return max(0.0, (after.wait_ns - before.wait_ns) / 1e6 - max(0.0, others))
