@@ -401,9 +401,14 @@ class Worker:
     def request(self, op: str, **args: Any) -> dict | None:
         return self.reply(self.send(op, **args))
 
+    @property
+    def _worker_pid(self) -> int:
+        """The worker process itself (inside its namespaces, PID 1 there), as seen here."""
+        return self._inner_pid or self._proc.pid
+
     def _members(self) -> list[int]:
         """The worker and every process below it (namespace PIDs as seen here)."""
-        roots = [self._inner_pid or self._proc.pid]
+        roots = [self._worker_pid]
         found: list[int] = []
         while roots:
             pid = roots.pop()
@@ -419,7 +424,7 @@ class Worker:
     def scheduler_sample(self) -> run_queue.Sample | None:
         """The kernel's accounting of the worker's timing thread (its main
         thread) and its tree, for the trusted clock (run_queue.py)."""
-        return run_queue.sample(self._inner_pid or self._proc.pid, self._members())
+        return run_queue.sample(self._worker_pid, self._members())
 
     def _signal_members(self, sig: int) -> None:
         for pid in self._members():

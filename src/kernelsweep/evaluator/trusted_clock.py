@@ -95,12 +95,13 @@ def audit(reference: Sequence[Block], candidate: Sequence[Block], *,
     excused = float(np.median([c.excused_ms / len(c.claimed_ms) for _, c in pairs]))
     known = [(r, c) for r, c in pairs if c.others_ms is not None and r.others_ms is not None]
     elsewhere = [(c.others_ms - r.others_ms) / len(c.claimed_ms) for r, c in known]
-    noise, unaccounted = _beyond(hidden, overhead)
-    _, busy_elsewhere = _beyond(elsewhere, [r.others_ms / len(r.claimed_ms) for r, _ in known])
+    noise, hidden_beyond = _beyond(hidden, overhead)
+    _, elsewhere_beyond = _beyond(elsewhere, [r.others_ms / len(r.claimed_ms) for r, _ in known])
     claimed = float(np.median([x for _, c in pairs for x in c.claimed_ms]))
     excess = float(np.median(hidden))
     other = float(np.median(elsewhere)) if elsewhere else None
-    charges = ([excess] if unaccounted else []) + ([other] if busy_elsewhere and charge else [])
+    # Judged: hidden time on every target, other threads' time on the CPU only.
+    charges = ([excess] if hidden_beyond else []) + ([other] if elsewhere_beyond and charge else [])
     return {"hidden_ms_per_call": round(excess, 6), "trusted_ms_per_call": round(float(np.median(trusted)), 6),
             "noise_ms_per_call": round(noise, 6), "claimed_ms_per_call": round(claimed, 6),
             "excused_ms_per_call": round(excused, 6),

@@ -201,36 +201,40 @@ def _ref_block(ev: Evaluation, ref: Worker, cand: Worker | None, seeds: list[int
         if cand is not None:
             cand.freeze()
         try:
-            window, reply = _window(ref, windows is not None, seeds=seeds, synchronized=synchronized)
+            reply = _timed_block(ref, windows, seeds=seeds, synchronized=synchronized)
         finally:
             if cand is not None:
                 cand.thaw()
     ev.reference_ok(ref, reply, "being timed" if cand is not None else "being timed again")
-    if windows is not None:
-        windows.append(trusted_clock.Block(window[0], reply["ms"], *window[1:]))
     return reply["ms"]
 
 
-def _window(worker: Worker, sampled: bool, **args: Any) -> tuple[tuple[float, float, float | None], dict | None]:
-    """A timed block's request; with SAMPLED, the parent's window around it,
-    the part of it the scheduler kept the worker waiting for other jobs, and
-    the CPU time of the worker's other threads and processes (run_queue.py),
-    in ms; the reply."""
-    before = worker.scheduler_sample() if sampled else None
+def _timed(reply: dict | None) -> bool:
+    return bool(reply) and reply.get("status") == "ok" and isinstance(reply.get("ms"), list)
+
+
+def _timed_block(worker: Worker, windows: list[trusted_clock.Block] | None, **args: Any) -> dict | None:
+    """A timed block's request; its reply. With WINDOWS, the block's window
+    is kept there: the parent's own clock around the request, the part of it
+    the scheduler kept the worker waiting for other jobs, and the CPU time of
+    the worker's other threads and processes (run_queue.py)."""
+    before = worker.scheduler_sample() if windows is not None else None
     sent = time.monotonic()
     reply = worker.request("block", **args)
-    window = (time.monotonic() - sent) * 1e3
-    after = worker.scheduler_sample() if sampled else None
-    return (window, run_queue.excused_ms(before, after), run_queue.others_ms(before, after)), reply
+    window_ms = (time.monotonic() - sent) * 1e3
+    if windows is not None and _timed(reply):
+        after = worker.scheduler_sample()
+        windows.append(trusted_clock.Block(window_ms, reply["ms"], run_queue.excused_ms(before, after),
+                                           run_queue.others_ms(before, after)))
+    return reply
 
 
 def _cand_block(ev: Evaluation, cand: Worker, windows: list[trusted_clock.Block], flush_bytes: int,
                 **args: Any) -> dict | None:
     """The candidate's timed calls, its block's window kept (trusted_clock.py)."""
     with ev.spent("timing_candidate"):
-        window, reply = _window(cand, True, **args)
-    if reply and reply.get("status") == "ok" and isinstance(reply.get("ms"), list):
-        windows.append(trusted_clock.Block(window[0], reply["ms"], *window[1:]))
+        reply = _timed_block(cand, windows, **args)
+    if _timed(reply):
         # The clock the parent set up: events on a GPU, the flush it sent. Another
         # is the candidate's change to the harness's clock, not a timing.
         used = reply.get("clock")
