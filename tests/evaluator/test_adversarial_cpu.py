@@ -732,3 +732,28 @@ def test_family6_escaped_process_holding_the_report_pipe(run_eval, tmp_path):
         assert _processes_with(marker) == []
     finally:
         _kill_ours(marker)
+
+
+def _migrations_kept() -> bool:
+    try:
+        return "se.nr_migrations" in Path("/proc/self/sched").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one CPU: there is nowhere else to time")
+@pytest.mark.parametrize("way", ["widen", "hop", "stay"])
+def test_timing_on_another_cpu_is_a_cheat(run_eval, tmp_path, way):
+    """On the CPU target both workers time on one CPU (run_queue.py). A
+    candidate that widens its affinity again, or hops to another CPU inside
+    each call and back, times on a free core while the reference shares a
+    busy one: left_timing_cpu, a cheat. Setting the affinity it was given
+    (`stay`) is not."""
+    if way == "hop" and not _migrations_kept():
+        pytest.skip("this kernel keeps no se.nr_migrations: a hop and back is not seen")
+    r = run_eval("add", _from_template("leave_timing_cpu", tmp_path, WAY=way), timing_trials=20)
+    assert r["timing"]["cpu"] in os.sched_getaffinity(0), r["timing"]
+    if way == "stay":
+        assert r["category"] == "no_custom_kernel" and "left_timing_cpu" not in r["flags"], _why(r)
+    else:
+        assert r["category"] == "cheat" and "left_timing_cpu" in r["flags"], _why(r)

@@ -116,3 +116,54 @@ def test_nothing_is_excused_once_a_process_of_the_tree_has_ended(start, end):
         assert after.zombies and run_queue.others_ms(before, after) is not None
     else:
         assert len(after.tree_ns) == 1 and run_queue.others_ms(before, after) is None
+
+
+# Wakes every 5 ms on the CPU it is held to; with "hop", it moves to another CPU and back each time.
+WAKER = """
+import os, sys, time
+print("ready", flush=True)
+end = time.monotonic() + 30
+while time.monotonic() < end:
+    time.sleep(0.005)
+    if sys.argv[1] == "hop":
+        held = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, set(range(os.cpu_count())) - held)
+        os.sched_setaffinity(0, held)
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+@pytest.mark.parametrize("way", ["stay", "hop"])
+def test_a_thread_held_to_one_cpu_is_seen_leaving_it(way):
+    """Held to one CPU, a thread that wakes a few hundred times has not left it;
+    one that moves elsewhere and back each time has, with its affinity as it was."""
+    cpu = max(os.sched_getaffinity(0))
+    proc = subprocess.Popen([sys.executable, "-c", WAKER, way], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        os.sched_setaffinity(proc.pid, {cpu})
+        before = run_queue.sample(proc.pid, [proc.pid])
+        time.sleep(0.5)
+        after = run_queue.sample(proc.pid, [proc.pid])
+        assert after.allowed == {cpu}
+        if before.migrations is None:
+            pytest.skip("this kernel keeps no se.nr_migrations")
+        assert run_queue.left_cpu(before, after, cpu) == (way == "hop"), (before, after)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_thread_whose_affinity_changed_has_left_its_cpu():
+    proc = subprocess.Popen([sys.executable, "-c", WAKER, "stay"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        cpus = os.sched_getaffinity(0)
+        os.sched_setaffinity(proc.pid, {min(cpus)})
+        before = run_queue.sample(proc.pid, [proc.pid])
+        os.sched_setaffinity(proc.pid, cpus)
+        after = run_queue.sample(proc.pid, [proc.pid])
+        assert run_queue.left_cpu(before, after, min(cpus)) == (len(cpus) > 1)
+    finally:
+        proc.kill()
+        proc.wait()

@@ -109,6 +109,7 @@ class Evaluation:
         self.allowances: list[float] | None = None  # the rounding allowance per output leaf (task shape)
         self.output_handoff: str | None = None  # how the trials' outputs crossed: "device" or "files (why)"
         self.without_device = False  # judged on its failed host-side preparation, the device never taken
+        self.timing_cpu: int | None = None  # the CPU both workers time on (the CPU target; judge/timing.py)
 
     def finish(self, category: str, error: dict[str, Any] | None = None) -> dict[str, Any]:
         cheats.check_known(self.flags)

@@ -19,7 +19,16 @@ the block, or the kernel keeps no per-thread accounting; the window is
 then judged as it is. The same samples give the CPU time of the worker's
 other threads and processes (`others_ms`): unknown for a block in which a
 process of the tree was reaped (its last work went with it, or to its
-reaper in clock ticks); a zombie's final count stays in."""
+reaper in clock ticks); a zombie's final count stays in.
+
+On the CPU target both workers time on one CPU, the one that was idlest
+while they warmed up (`idlest_cpu`): two workers the scheduler left on
+different cores, one of them shared with another job, gave the same honest
+kernel 1.34x in one run and 0.63x in the next. Held to one core, each side's
+blocks meet the same load in turn. The samples also say whether the timing
+thread left that core during a block (`left_cpu`): its affinity changed, or
+the kernel moved it (se.nr_migrations), which a thread held to one CPU only
+does when the thread itself asks to run elsewhere."""
 
 from __future__ import annotations
 
@@ -37,6 +46,9 @@ class Sample:
     wait_ns: int              # ...and runnable but waiting for one
     tree_ns: dict[int, int]   # each process of the worker's tree: its CPU time
     zombies: frozenset[int] = frozenset()  # ...of which these have ended, unreaped
+    cpu: int | None = None                 # the CPU the timing thread last ran on
+    migrations: int | None = None          # ...its moves between CPUs so far (None: not kept)
+    allowed: frozenset[int] | None = None  # ...the CPUs it may run on
 
 
 def _process_cpu_ns(pid: int) -> tuple[int, bool]:
@@ -59,7 +71,10 @@ def sample(timing_pid: int, members: Iterable[int]) -> Sample | None:
     try:
         with open(f"/proc/{timing_pid}/task/{timing_pid}/schedstat", "rb") as f:
             run, wait = (int(x) for x in f.read().split()[:2])
-    except (OSError, ValueError):
+        with open(f"/proc/{timing_pid}/task/{timing_pid}/stat", "rb") as f:
+            cpu = int(f.read().rsplit(b")", 1)[1].split()[36])  # "processor" (field 39)
+        allowed = frozenset(os.sched_getaffinity(timing_pid))
+    except (OSError, ValueError, IndexError):
         return None
     tree: dict[int, int] = {}
     zombies = set()
@@ -70,7 +85,55 @@ def sample(timing_pid: int, members: Iterable[int]) -> Sample | None:
             continue  # ended between the listing and the read: missed by the next sample
         if ended:
             zombies.add(pid)
-    return Sample(run, wait, tree, frozenset(zombies))
+    return Sample(run, wait, tree, frozenset(zombies), cpu, _migrations(timing_pid), allowed)
+
+
+def _migrations(pid: int) -> int | None:
+    """The thread's se.nr_migrations (/proc/PID/task/PID/sched, kept by kernels built with scheduler debugging)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/sched", "rb") as f:
+            for line in f:
+                if line.startswith(b"se.nr_migrations"):
+                    return int(line.split(b":")[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def cpu_idle_ticks() -> dict[int, int]:
+    """Idle and iowait clock ticks so far of each CPU this process may use (/proc/stat)."""
+    mine = os.sched_getaffinity(0)
+    ticks = {}
+    with open("/proc/stat", "rb") as f:
+        for line in f:
+            if line.startswith(b"cpu") and line[3:4].isdigit():
+                fields = line.split()
+                if int(fields[0][3:]) in mine:
+                    ticks[int(fields[0][3:])] = int(fields[4]) + int(fields[5])
+    return ticks
+
+
+def idlest_cpu(before: dict[int, int], after: dict[int, int]) -> int | None:
+    """The CPU idle the longest between two cpu_idle_ticks() readings. Ties
+    (ticks are coarse) go by this process's pid, so that evaluations started
+    side by side on an idle machine do not all take the same CPU."""
+    gained = {cpu: after[cpu] - before.get(cpu, after[cpu]) for cpu in after}
+    order = sorted(gained)
+    turn = os.getpid() % len(order) if order else 0
+    return min(gained, key=lambda cpu: (-gained[cpu], (order.index(cpu) - turn) % len(order))) if gained else None
+
+
+def left_cpu(before: Sample | None, after: Sample | None, cpu: int) -> bool:
+    """Whether the timing thread, held to CPU before the block, ran elsewhere
+    within it: its affinity is another, or it moved more than the once it may
+    be moved onto CPU at its first wakeup after being held there."""
+    if before is None or after is None:
+        return False
+    if after.allowed is not None and after.allowed != {cpu}:
+        return True
+    if before.migrations is None or after.migrations is None:
+        return False
+    return after.migrations - before.migrations > (0 if before.cpu == cpu else 1)
 
 
 def others_ms(before: Sample | None, after: Sample | None) -> float | None:

@@ -426,6 +426,24 @@ class Worker:
         thread) and its tree, for the trusted clock (run_queue.py)."""
         return run_queue.sample(self._worker_pid, self._members())
 
+    def pin(self, cpu: int) -> bool:
+        """Hold every thread of the worker and its tree to CPU (the CPU target's
+        timing, run_queue.py); whether the worker's timing thread took it."""
+        for pid in self._members():
+            try:
+                tasks = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for task in tasks:
+                try:
+                    os.sched_setaffinity(int(task), {cpu})
+                except OSError:
+                    pass  # ended meanwhile, or CPU outside its cpuset: the timing thread's answer decides
+        try:
+            return os.sched_getaffinity(self._worker_pid) == {cpu}
+        except OSError:
+            return False
+
     def _signal_members(self, sig: int) -> None:
         for pid in self._members():
             try:

@@ -94,12 +94,16 @@ def run(ev: Evaluation, ref: Worker, cand: Worker, manifest: dict[str, Any]) -> 
     step = cand.request("clock", flush_bytes=manifest["flush_bytes"])
     if not step or step.get("status") != "ok":
         return ev.candidate_stopped(cand, step)
+    idle = run_queue.cpu_idle_ticks() if cfg.device == "cpu" else None
     for i in range(0, cfg.warmup, size):  # in blocks too: 10 sets of 8 GiB inputs at once do not fit
         with ev.spent("timing_warmup"):
             r_warm, c_warm = _both(ref, cand, "warmup", seeds=seeds[i:min(i + size, cfg.warmup)])
         if not c_warm or c_warm.get("status") != "ok":
             return ev.candidate_stopped(cand, c_warm)
         ev.reference_ok(ref, r_warm, "warming up")
+    if idle is not None:
+        ev.timing_cpu = _timing_cpu(ref, cand, idle)
+        ev.record["timing"]["cpu"] = ev.timing_cpu
     verify = not any(t["mutates_inputs"] for t in manifest["trials"])
     alone = _ref_block(ev, ref, cand, blocks[0], False)  # before the candidate ever ran a timed call
     ref_ms, cand_ms = [], []
@@ -192,6 +196,16 @@ def _both(ref: Worker, cand: Worker, op: str, **args: Any) -> tuple[dict | None,
     return ref.reply(a), cand.reply(b)
 
 
+def _timing_cpu(ref: Worker, cand: Worker, idle: dict[int, int]) -> int | None:
+    """The CPU both workers time on (run_queue.py): the one idlest since IDLE,
+    or None where either worker cannot be held to it (their timing is then
+    left to the scheduler, as on a GPU)."""
+    cpu = run_queue.idlest_cpu(idle, run_queue.cpu_idle_ticks())
+    if cpu is None or not (ref.pin(cpu) and cand.pin(cpu)):
+        return None
+    return cpu
+
+
 def _ref_block(ev: Evaluation, ref: Worker, cand: Worker | None, seeds: list[int], synchronized: bool,
                windows: list[trusted_clock.Block] | None = None) -> list[float]:
     """The reference's timed calls, the candidate frozen meanwhile; cand is
@@ -201,7 +215,7 @@ def _ref_block(ev: Evaluation, ref: Worker, cand: Worker | None, seeds: list[int
         if cand is not None:
             cand.freeze()
         try:
-            reply = _timed_block(ref, windows, seeds=seeds, synchronized=synchronized)
+            reply, _ = _timed_block(ref, windows, ev.timing_cpu, seeds=seeds, synchronized=synchronized)
         finally:
             if cand is not None:
                 cand.thaw()
@@ -213,27 +227,37 @@ def _timed(reply: dict | None) -> bool:
     return bool(reply) and reply.get("status") == "ok" and isinstance(reply.get("ms"), list)
 
 
-def _timed_block(worker: Worker, windows: list[trusted_clock.Block] | None, **args: Any) -> dict | None:
-    """A timed block's request; its reply. With WINDOWS, the block's window
-    is kept there: the parent's own clock around the request, the part of it
-    the scheduler kept the worker waiting for other jobs, and the CPU time of
-    the worker's other threads and processes (run_queue.py)."""
-    before = worker.scheduler_sample() if windows is not None else None
+def _timed_block(worker: Worker, windows: list[trusted_clock.Block] | None, cpu: int | None,
+                 **args: Any) -> tuple[dict | None, bool]:
+    """A timed block's request; its reply, and whether the worker's timing
+    thread left CPU during it. With WINDOWS, the block's window is kept
+    there: the parent's own clock around the request, the part of it the
+    scheduler kept the worker waiting for other jobs, and the CPU time of
+    the worker's other threads and processes. With CPU (the CPU target),
+    the worker is held to that CPU first (run_queue.py)."""
+    if cpu is not None:
+        worker.pin(cpu)  # again: whatever the worker changed since, and threads it started
+    sampled = windows is not None or cpu is not None
+    before = worker.scheduler_sample() if sampled else None
     sent = time.monotonic()
     reply = worker.request("block", **args)
     window_ms = (time.monotonic() - sent) * 1e3
-    if windows is not None and _timed(reply):
-        after = worker.scheduler_sample()
+    if not (sampled and _timed(reply)):
+        return reply, False
+    after = worker.scheduler_sample()
+    if windows is not None:
         windows.append(trusted_clock.Block(window_ms, reply["ms"], run_queue.excused_ms(before, after),
                                            run_queue.others_ms(before, after)))
-    return reply
+    return reply, cpu is not None and run_queue.left_cpu(before, after, cpu)
 
 
 def _cand_block(ev: Evaluation, cand: Worker, windows: list[trusted_clock.Block], flush_bytes: int,
                 **args: Any) -> dict | None:
     """The candidate's timed calls, its block's window kept (trusted_clock.py)."""
     with ev.spent("timing_candidate"):
-        reply = _timed_block(cand, windows, **args)
+        reply, left = _timed_block(cand, windows, ev.timing_cpu, **args)
+    if left and "left_timing_cpu" not in ev.flags:
+        ev.flags.append("left_timing_cpu")
     if _timed(reply):
         # The clock the parent set up: events on a GPU, the flush it sent. Another
         # is the candidate's change to the harness's clock, not a timing.
@@ -260,7 +284,7 @@ def _blame_slowdown(ev: Evaluation, ref: Worker, cand: Worker, blocks: list[list
     beside: list[float] = []
     for block in blocks:
         with ev.spent("timing_candidate"):
-            reply = cand.request("block", seeds=block)
+            reply, _ = _timed_block(cand, None, ev.timing_cpu, seeds=block)
         if not reply or reply.get("status") != "ok":
             beside = []  # it would not run again: judged by the reference after it alone
             break
