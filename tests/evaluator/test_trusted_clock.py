@@ -87,6 +87,20 @@ def test_a_worker_kept_waiting_by_other_jobs_is_excused_that_wait():
     assert got["unaccounted"] and got["hidden_ms_per_call"] > 4 and got["excused_ms_per_call"] == 5
 
 
+def test_a_wait_that_began_before_the_block_is_excused_only_up_to_the_window():
+    """The kernel counts a wait when the thread next runs: a worker woken
+    behind another job just before its block brings a wait longer than the
+    block itself. Only the window's time outside the claimed calls can be
+    excused, so such blocks do not read as time given back."""
+    stale = Block(10.0, [1.0, 1.0], excused_ms=30.0)
+    assert stale.excused_in_window_ms == 8.0 and stale.unexplained_ms == 0.0
+    ref = _blocks([50, 52, 49, 51], [5, 5, 5, 5])
+    woken_late = [Block(w, [5.0] * 4, excused_ms=200.0) for w in (50, 51, 50, 52)] * 2
+    got = audit(ref, woken_late, charge=True)
+    # Before, 200 ms excused of a 50 ms window: trusted -45 ms a call. Now at most the harness's work is lost.
+    assert got["trusted_ms_per_call"] >= -(52 - 20) / 4 and got["excused_ms_per_call"] <= (52 - 20) / 4
+
+
 def test_the_cpu_time_of_other_threads_is_recorded():
     """Informational: a helper busy on another core beside the harness's work."""
     ref = [Block(50, [5] * 4, others_ms=0.2)] * 8

@@ -15,7 +15,9 @@ hidden per call = median over blocks of
     [(window_c - excused_c - sum claimed_c) - (window_r - excused_r - sum claimed_r)] / calls
 where a block's excused time is what the scheduler kept that worker waiting
 for other jobs (run_queue.py): on a loaded host, the machine's share of the
-window, never the worker's own threads' or processes'.
+window, never the worker's own threads' or processes', and never more than
+the window's time outside the claimed calls (a wait is counted when the
+thread next runs, so one begun before the block can outlast it).
 When three blocks in four show it beyond the noise bound (the reference's
 own block-to-block spread of unexplained time, never below HIDDEN_FLOOR_MS),
 over at least MIN_BLOCKS block pairs, it is flagged `timing_unaccounted`. On
@@ -58,8 +60,16 @@ class Block:
     others_ms: float | None = None  # CPU time of the worker's other threads and processes (None: not known)
 
     @property
+    def excused_in_window_ms(self) -> float:
+        """The excused wait, at most the window's time outside the claimed
+        calls: the kernel adds a wait to the thread's count when the thread
+        next runs, so a wait that began before the block (the worker woken
+        by SIGCONT behind another job) is counted in the block it ends in."""
+        return min(self.excused_ms, max(0.0, self.window_ms - float(sum(self.claimed_ms))))
+
+    @property
     def unexplained_ms(self) -> float:
-        return self.window_ms - self.excused_ms - float(sum(self.claimed_ms))
+        return self.window_ms - self.excused_in_window_ms - float(sum(self.claimed_ms))
 
 
 def _beyond(values: list[float], spread_of: list[float]) -> tuple[float, bool]:
@@ -91,8 +101,8 @@ def audit(reference: Sequence[Block], candidate: Sequence[Block], *,
                 "unaccounted": False, "charged_ms_per_call": 0.0}
     hidden = [(c.unexplained_ms - r.unexplained_ms) / len(c.claimed_ms) for r, c in pairs]
     overhead = [r.unexplained_ms / len(r.claimed_ms) for r, _ in pairs]
-    trusted = [((c.window_ms - c.excused_ms) / len(c.claimed_ms)) - o for (_, c), o in zip(pairs, overhead)]
-    excused = float(np.median([c.excused_ms / len(c.claimed_ms) for _, c in pairs]))
+    trusted = [((c.window_ms - c.excused_in_window_ms) / len(c.claimed_ms)) - o for (_, c), o in zip(pairs, overhead)]
+    excused = float(np.median([c.excused_in_window_ms / len(c.claimed_ms) for _, c in pairs]))
     known = [(r, c) for r, c in pairs if c.others_ms is not None and r.others_ms is not None]
     elsewhere = [(c.others_ms - r.others_ms) / len(c.claimed_ms) for r, c in known]
     noise, hidden_beyond = _beyond(hidden, overhead)
