@@ -103,7 +103,8 @@ def run(ev: Evaluation, ref: Worker, cand: Worker, manifest: dict[str, Any]) -> 
         ev.reference_ok(ref, r_warm, "warming up")
     if idle is not None:
         ev.timing_cpu = _timing_cpu(ref, cand, idle)
-        ev.record["timing"]["cpu"] = ev.timing_cpu
+        if ev.timing_cpu is not None:
+            ev.record["timing"]["cpu"] = ev.timing_cpu
     verify = not any(t["mutates_inputs"] for t in manifest["trials"])
     alone = _ref_block(ev, ref, cand, blocks[0], False)  # before the candidate ever ran a timed call
     ref_ms, cand_ms = [], []
