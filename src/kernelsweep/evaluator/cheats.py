@@ -59,8 +59,8 @@ FLAGS = {f.name: f for f in (
     Flag("patched_harness", CHEAT, "candidate worker",
          "the candidate replaced the timing, comparison or reporting functions the harness measures with"),
     Flag("left_timing_cpu", CHEAT, "parent, the scheduler's view of each timed block (CPU target)",
-         "the candidate ran on another CPU than the one both sides are timed on (a thread of its changed its "
-         "affinity, or its timing thread moved away and back): a free core while the reference shares a busy one"),
+         "the candidate's timing thread ran on another CPU than the one both sides are timed on (it changed its "
+         "affinity, or moved away and back): a free core while the reference shares a busy one"),
     Flag("patched_torch", INFO, "candidate worker",
          "the candidate replaced torch functions in its own process (the reference runs elsewhere)"),
     Flag("changed_global_settings", INFO, "candidate worker", "the candidate changed torch's global switches"),

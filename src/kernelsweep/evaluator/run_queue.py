@@ -25,11 +25,10 @@ On the CPU target both workers time on one CPU, the one that was idlest
 while they warmed up (`idlest_cpu`): two workers the scheduler left on
 different cores, one of them shared with another job, gave the same honest
 kernel 1.34x in one run and 0.63x in the next. Held to one core, each side's
-blocks meet the same load in turn. The samples also say whether the worker
-left that core during a block (`left_cpu`): a thread of its tree may run
-elsewhere after the block, or the kernel moved the timing thread
-(se.nr_migrations), which a thread held to one CPU only does when it asks to
-run elsewhere."""
+blocks meet the same load in turn. The samples also say whether the timing
+thread left that core during a block (`left_cpu`): its affinity changed, or
+the kernel moved it (se.nr_migrations), which a thread held to one CPU only
+does when the thread itself asks to run elsewhere."""
 
 from __future__ import annotations
 
@@ -49,7 +48,7 @@ class Sample:
     zombies: frozenset[int] = frozenset()  # ...of which these have ended, unreaped
     cpu: int | None = None                 # the CPU the timing thread last ran on
     migrations: int | None = None          # ...its moves between CPUs so far (None: not kept)
-    allowed: frozenset[int] | None = None  # the CPUs any thread of the tree may run on
+    allowed: frozenset[int] | None = None  # ...the CPUs it may run on
 
 
 def _process_cpu_ns(pid: int) -> tuple[int, bool]:
@@ -74,10 +73,9 @@ def sample(timing_pid: int, members: Iterable[int]) -> Sample | None:
             run, wait = (int(x) for x in f.read().split()[:2])
         with open(f"/proc/{timing_pid}/task/{timing_pid}/stat", "rb") as f:
             cpu = int(f.read().rsplit(b")", 1)[1].split()[36])  # "processor" (field 39)
-        allowed = set(os.sched_getaffinity(timing_pid))
+        allowed = frozenset(os.sched_getaffinity(timing_pid))
     except (OSError, ValueError, IndexError):
         return None
-    members = list(members)
     tree: dict[int, int] = {}
     zombies = set()
     for pid in members:
@@ -87,23 +85,7 @@ def sample(timing_pid: int, members: Iterable[int]) -> Sample | None:
             continue  # ended between the listing and the read: missed by the next sample
         if ended:
             zombies.add(pid)
-        allowed |= _affinity_of_threads(pid)
-    return Sample(run, wait, tree, frozenset(zombies), cpu, _migrations(timing_pid), frozenset(allowed))
-
-
-def _affinity_of_threads(pid: int) -> set[int]:
-    """The CPUs any thread of the process may run on."""
-    cpus: set[int] = set()
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return cpus
-    for task in tasks:
-        try:
-            cpus |= os.sched_getaffinity(int(task))
-        except OSError:
-            continue  # ended meanwhile
-    return cpus
+    return Sample(run, wait, tree, frozenset(zombies), cpu, _migrations(timing_pid), allowed)
 
 
 def _migrations(pid: int) -> int | None:
@@ -142,10 +124,9 @@ def idlest_cpu(before: dict[int, int], after: dict[int, int]) -> int | None:
 
 
 def left_cpu(before: Sample | None, after: Sample | None, cpu: int) -> bool:
-    """Whether the worker, held to CPU before the block, ran elsewhere within
-    it: a thread of its tree may run on another CPU after it, or the timing
-    thread moved more than the once it may be moved onto CPU at its first
-    wakeup after being held there."""
+    """Whether the timing thread, held to CPU before the block, ran elsewhere
+    within it: its affinity is another, or it moved more than the once it may
+    be moved onto CPU at its first wakeup after being held there."""
     if before is None or after is None:
         return False
     if after.allowed is not None and after.allowed != {cpu}:
