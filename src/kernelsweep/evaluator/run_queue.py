@@ -118,9 +118,11 @@ def idlest_cpu(before: dict[int, int], after: dict[int, int]) -> int | None:
     (ticks are coarse) go by this process's pid, so that evaluations started
     side by side on an idle machine do not all take the same CPU."""
     gained = {cpu: after[cpu] - before.get(cpu, after[cpu]) for cpu in after}
+    if not gained:
+        return None
     order = sorted(gained)
-    turn = os.getpid() % len(order) if order else 0
-    return min(gained, key=lambda cpu: (-gained[cpu], (order.index(cpu) - turn) % len(order))) if gained else None
+    turn = os.getpid() % len(order)
+    return max(order[turn:] + order[:turn], key=gained.__getitem__)  # max keeps the first of equals
 
 
 def left_cpu(before: Sample | None, after: Sample | None, cpu: int) -> bool:
